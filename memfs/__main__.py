@@ -1,0 +1,5 @@
+"""``python -m memfs`` is the ``memfs`` command."""
+
+from memfs.cli import main
+
+main()

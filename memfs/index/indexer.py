@@ -1,0 +1,190 @@
+"""Keeping the store in step with the workspace files.
+
+Indexing a file has two phases.  ``index_file`` reads, chunks and stores the text with its FTS5
+entries in one transaction (fast, so a keyword search sees a write at once) and takes vectors of
+unchanged chunks from the embedding cache.  ``embed_pending`` computes the missing vectors later,
+off any latency-critical path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from memfs.config import Config
+from memfs.index import chunking
+from memfs.index.embeddings import Provider
+from memfs.index.messages import parse_jsonl
+from memfs.index.store import FileRecord, Store
+from memfs.index.text import segment_cjk
+from memfs.workspace import FileKind, classify, iter_memory_files
+
+log = logging.getLogger(__name__)
+
+CHUNKER_VERSION = 2
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    path: str
+    action: str  # indexed | unchanged | skipped | removed | missing
+    chunks: int = 0
+    pending: int = 0
+    reason: str = ""
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object]:
+    provider, model, dims = identity
+    return {
+        "provider": provider,
+        "model": model,
+        "dims": dims,
+        "chunk_tokens": cfg.chunking.tokens,
+        "chunk_overlap": cfg.chunking.overlap,
+        "chunker": CHUNKER_VERSION,
+    }
+
+
+class Indexer:
+    def __init__(self, cfg: Config, store: Store, provider: Provider | None) -> None:
+        self.cfg = cfg
+        self.store = store
+        self.provider = provider
+
+    @property
+    def embeds(self) -> bool:
+        return self.provider is not None and self.provider.dims > 0
+
+    def _read(self, rel: str, full: Path) -> tuple[str | None, FileRecord]:
+        """The file's text, or None with the reason recorded in the returned record."""
+        kind = classify(rel, self.cfg.index.extra_paths).value
+        st = full.stat()
+        limit = int(self.cfg.index.max_file_mb * 1024 * 1024)
+        if st.st_size > limit:
+            reason = (
+                f"skipped: {st.st_size / 1048576:.1f} MB is larger than index.max_file_mb "
+                f"({self.cfg.index.max_file_mb:g} MB)"
+            )
+            return None, FileRecord(rel, kind, f"size:{st.st_size}:{st.st_mtime_ns}", st.st_mtime, st.st_size, 0, reason)
+        data = full.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        record = FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, "")
+        if b"\x00" in data:
+            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, "skipped: binary file (contains NUL bytes)")
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            reason = f"skipped: not valid UTF-8 (byte {exc.start}: {exc.reason})"
+            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, reason)
+        return text.lstrip("\ufeff"), record
+
+    def chunk_text(self, rel: str, text: str) -> list[chunking.Chunk]:
+        kind = classify(rel, self.cfg.index.extra_paths)
+        size, overlap = self.cfg.chunking.tokens, self.cfg.chunking.overlap
+        if kind.is_jsonl:
+            limit = min(size, self.provider.max_input_tokens) if self.embeds else size
+            messages = parse_jsonl(text, session=kind is FileKind.SESSION)
+            return chunking.chunk_messages(messages, limit, min(overlap, limit // 4))
+        return chunking.chunk_markdown(text, size, overlap)
+
+    def index_file(self, rel: str, force: bool = False) -> Outcome:
+        full = self.cfg.workspace / rel
+        if classify(rel, self.cfg.index.extra_paths) is FileKind.OTHER:
+            return Outcome(rel, "skipped", reason="not a memory file")
+        try:
+            if not full.is_file():
+                removed = self.store.remove_file(rel)
+                return Outcome(rel, "removed" if removed else "missing")
+            text, record = self._read(rel, full)
+        except OSError as exc:
+            log.warning("cannot read %s: %s", rel, exc)
+            return Outcome(rel, "skipped", reason=f"cannot read: {exc.strerror or exc}")
+        previous = self.store.file(rel)
+        if not force and previous is not None and previous.hash == record.hash and previous.error == record.error:
+            return Outcome(rel, "unchanged", chunks=previous.chunks)
+        if text is None:
+            log.warning("%s: %s", rel, record.error)
+            self.store.replace_file(record, [], [], [], {})
+            return Outcome(rel, "skipped", reason=record.error)
+        chunks = self.chunk_text(rel, text)
+        hashes = [text_hash(c.text) for c in chunks]
+        cached = {}
+        if self.embeds:
+            assert self.provider is not None
+            cached = self.store.cached_vectors(self.provider.name, self.provider.model, hashes)
+        bodies = [segment_cjk(c.text) for c in chunks]
+        pending = self.store.replace_file(record, chunks, hashes, bodies, cached)
+        return Outcome(rel, "indexed", chunks=len(chunks), pending=pending)
+
+    def remove(self, rel: str) -> bool:
+        return self.store.remove_file(rel)
+
+    def rename(self, old: str, new: str) -> Outcome:
+        """A file moved: keep its chunks if the new path is still memory, else drop them."""
+        new_kind = classify(new, self.cfg.index.extra_paths)
+        old_kind = classify(old, self.cfg.index.extra_paths)
+        if new_kind is FileKind.OTHER:
+            self.store.remove_file(old)
+            return Outcome(new, "removed")
+        if old_kind is not FileKind.OTHER and old_kind.is_jsonl == new_kind.is_jsonl:
+            if self.store.rename_file(old, new, new_kind.value):
+                return self.index_file(new)  # no-op by hash unless the content changed too
+        self.store.remove_file(old)
+        return self.index_file(new)
+
+    def embed_pending(self, batch: int = 16, limit: int | None = None, progress: Progress | None = None) -> int:
+        """Embed chunks that have no vector yet; returns how many were embedded."""
+        if not self.embeds:
+            return 0
+        assert self.provider is not None
+        done = 0
+        total = self.store.pending_count()
+        while limit is None or done < limit:
+            todo = self.store.pending_chunks(batch if limit is None else min(batch, limit - done))
+            if not todo:
+                break
+            cached = self.store.cached_vectors(self.provider.name, self.provider.model, [c.hash for c in todo])
+            fresh = [c for c in todo if c.hash not in cached]
+            vectors = self.provider.embed([c.text for c in fresh]) if fresh else []
+            items = [(c, np.frombuffer(cached[c.hash], dtype=np.float32)) for c in todo if c.hash in cached]
+            items += list(zip(fresh, vectors))
+            self.store.store_vectors(self.provider.name, self.provider.model, items)
+            done += len(todo)
+            if progress:
+                progress(done, max(total, done))
+        return done
+
+    def reconcile(self, progress: Progress | None = None) -> list[Outcome]:
+        """Bring the index in line with the files: new, changed (by hash) and deleted files."""
+        on_disk = iter_memory_files(self.cfg)
+        outcomes = []
+        for number, rel in enumerate(on_disk, start=1):
+            outcomes.append(self.index_file(rel))
+            if progress:
+                progress(number, len(on_disk))
+        present = set(on_disk)
+        for record in self.store.files():
+            if record.path not in present:
+                self.store.remove_file(record.path)
+                outcomes.append(Outcome(record.path, "removed"))
+        return outcomes
+
+
+def replace_index_file(new: Path, target: Path) -> None:
+    """Atomically put a freshly built index file in place of the old one."""
+    for suffix in ("-wal", "-shm"):
+        stale = Path(str(target) + suffix)
+        if stale.exists():
+            stale.unlink()
+    os.replace(new, target)

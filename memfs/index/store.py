@@ -1,0 +1,374 @@
+"""The SQLite index of one agent: files, chunks, FTS5 keyword index, sqlite-vec vectors, and the
+embedding cache (a separate attached file, so it survives rebuilds of the index).
+
+Only this module writes SQL.  All access goes through one connection guarded by a lock, so the
+FUSE daemon's threads and the indexing worker can share a store; other processes (the CLI) read
+concurrently through WAL.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+import numpy as np
+import sqlite_vec
+
+from memfs.index.chunking import Chunk
+
+SCHEMA_VERSION = "1"
+FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    path: str
+    kind: str
+    hash: str
+    mtime: float
+    size: int
+    chunks: int
+    error: str
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    id: int
+    path: str
+    start_line: int
+    end_line: int
+    hash: str
+    text: str
+
+
+class StoreError(RuntimeError):
+    pass
+
+
+def _connect(path: Path) -> apsw.Connection:
+    conn = apsw.Connection(str(path))
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+    conn.setbusytimeout(10_000)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")
+    return conn
+
+
+class Store:
+    """One index file (``path``) plus its embedding cache (``cache_path``)."""
+
+    def __init__(self, path: Path, cache_path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.cache_path = cache_path
+        self.lock = threading.RLock()
+        self.conn = _connect(path)
+        self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
+        self.conn.execute("PRAGMA cache.journal_mode=WAL")
+        self._create_schema()
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    # -- schema and metadata -------------------------------------------------------------------
+
+    def _create_schema(self) -> None:
+        with self.lock, self.conn:
+            self.conn.execute(
+                f"""
+                CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS files(
+                    path TEXT PRIMARY KEY, kind TEXT NOT NULL, hash TEXT NOT NULL,
+                    mtime REAL NOT NULL, size INTEGER NOT NULL, chunks INTEGER NOT NULL,
+                    error TEXT NOT NULL DEFAULT '', indexed_at REAL NOT NULL);
+                CREATE TABLE IF NOT EXISTS chunks(
+                    id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
+                    end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
+                    embedded INTEGER NOT NULL DEFAULT 0);
+                CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, start_line);
+                CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(id) WHERE embedded = 0;
+                CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
+                CREATE TABLE IF NOT EXISTS cache.embedding_cache(
+                    provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL,
+                    dims INTEGER NOT NULL, vector BLOB NOT NULL, created_at REAL NOT NULL,
+                    PRIMARY KEY(provider, model, hash)) WITHOUT ROWID;
+                INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '{SCHEMA_VERSION}');
+                INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
+                """
+            )
+
+    def get_meta(self, key: str) -> str | None:
+        with self.lock:
+            row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.lock, self.conn:
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    @property
+    def fingerprint(self) -> dict[str, object] | None:
+        raw = self.get_meta("fingerprint")
+        return None if raw is None else json.loads(raw)
+
+    def set_fingerprint(self, fingerprint: dict[str, object], dims: int) -> None:
+        """Record what built this index and create the vector table for ``dims``."""
+        with self.lock, self.conn:
+            self.conn.execute(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES ('fingerprint', ?)",
+                (json.dumps(fingerprint, sort_keys=True),),
+            )
+            if dims:
+                self.conn.execute(
+                    f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING "
+                    f"vec0(embedding float[{int(dims)}] distance_metric=cosine)"
+                )
+
+    @property
+    def has_vectors(self) -> bool:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'"
+            ).fetchone()
+        return row is not None
+
+    @property
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """One atomic change; bumps the generation so readers know the index moved."""
+        with self.lock, self.conn:
+            yield self.conn
+            self.conn.execute(
+                "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
+            )
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def file(self, path: str) -> FileRecord | None:
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT path, kind, hash, mtime, size, chunks, error FROM files WHERE path = ?", (path,)
+            ).fetchone()
+        return None if row is None else FileRecord(*row)
+
+    def files(self) -> list[FileRecord]:
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT path, kind, hash, mtime, size, chunks, error FROM files ORDER BY path"
+            ).fetchall()
+        return [FileRecord(*r) for r in rows]
+
+    def replace_file(
+        self,
+        record: FileRecord,
+        chunks: list[Chunk],
+        chunk_hashes: list[str],
+        fts_bodies: list[str],
+        cached: dict[str, bytes],
+    ) -> int:
+        """Swap a file's chunks for new ones in one transaction; returns how many still need an
+        embedding (those whose text hash is not in ``cached``)."""
+        pending = 0
+        with self.transaction() as conn:
+            self._delete_chunks(conn, record.path)
+            vec = self.has_vectors
+            for chunk, digest, body in zip(chunks, chunk_hashes, fts_bodies):
+                vector = cached.get(digest)
+                conn.execute(
+                    "INSERT INTO chunks(path, start_line, end_line, hash, text, embedded) VALUES (?, ?, ?, ?, ?, ?)",
+                    (record.path, chunk.start_line, chunk.end_line, digest, chunk.text, int(vector is not None)),
+                )
+                chunk_id = conn.last_insert_rowid()
+                conn.execute("INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)", (chunk_id, body))
+                if vector is not None and vec:
+                    conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
+                elif vec:
+                    pending += 1
+            conn.execute(
+                "INSERT OR REPLACE INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.path, record.kind, record.hash, record.mtime, record.size, len(chunks), record.error, time.time()),
+            )
+        return pending
+
+    def _delete_chunks(self, conn: apsw.Connection, path: str) -> None:
+        ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
+        if not ids:
+            return
+        vec = self.has_vectors
+        for chunk_id in ids:
+            conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+            if vec:
+                conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (chunk_id,))
+        conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+
+    def remove_file(self, path: str) -> bool:
+        with self.transaction() as conn:
+            existed = conn.execute("SELECT 1 FROM files WHERE path = ?", (path,)).fetchone() is not None
+            self._delete_chunks(conn, path)
+            conn.execute("DELETE FROM files WHERE path = ?", (path,))
+        return existed
+
+    def rename_file(self, old: str, new: str, kind: str) -> bool:
+        """Move a file's chunks to a new path without re-chunking or re-embedding."""
+        with self.transaction() as conn:
+            if conn.execute("SELECT 1 FROM files WHERE path = ?", (old,)).fetchone() is None:
+                return False
+            self._delete_chunks(conn, new)
+            conn.execute("DELETE FROM files WHERE path = ?", (new,))
+            conn.execute("UPDATE files SET path = ?, kind = ? WHERE path = ?", (new, kind, old))
+            conn.execute("UPDATE chunks SET path = ? WHERE path = ?", (new, old))
+        return True
+
+    # -- embeddings ----------------------------------------------------------------------------
+
+    def cached_vectors(self, provider: str, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        found: dict[str, bytes] = {}
+        with self.lock:
+            for begin in range(0, len(wanted), 500):
+                batch = wanted[begin : begin + 500]
+                marks = ",".join("?" * len(batch))
+                for digest, blob in self.conn.execute(
+                    f"SELECT hash, vector FROM cache.embedding_cache WHERE provider = ? AND model = ? AND hash IN ({marks})",
+                    (provider, model, *batch),
+                ):
+                    found[digest] = blob
+        return found
+
+    def pending_chunks(self, limit: int) -> list[StoredChunk]:
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT id, path, start_line, end_line, hash, text FROM chunks WHERE embedded = 0 ORDER BY id LIMIT ?",
+                (limit,),
+            ).fetchall()
+        return [StoredChunk(*r) for r in rows]
+
+    def pending_count(self) -> int:
+        if not self.has_vectors:
+            return 0
+        with self.lock:
+            return int(self.conn.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0])
+
+    def store_vectors(
+        self, provider: str, model: str, items: list[tuple[StoredChunk, np.ndarray]]
+    ) -> None:
+        """Save freshly computed vectors in the cache and attach them to chunks that still exist
+        with the same text (a file may have changed while it was being embedded)."""
+        now = time.time()
+        with self.transaction() as conn:
+            for chunk, vector in items:
+                blob = np.asarray(vector, dtype=np.float32).tobytes()
+                conn.execute(
+                    "INSERT OR REPLACE INTO cache.embedding_cache(provider, model, hash, dims, vector, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (provider, model, chunk.hash, len(vector), blob, now),
+                )
+                row = conn.execute(
+                    "SELECT embedded FROM chunks WHERE id = ? AND hash = ?", (chunk.id, chunk.hash)
+                ).fetchone()
+                if row is None or row[0]:
+                    continue
+                conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (chunk.id, blob))
+                conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk.id,))
+
+    # -- search primitives ---------------------------------------------------------------------
+
+    def keyword_candidates(self, match: str, limit: int) -> list[tuple[int, float]]:
+        """(chunk id, bm25) best first; bm25 is negative, more negative is better."""
+        with self.lock:
+            return [
+                (int(r[0]), float(r[1]))
+                for r in self.conn.execute(
+                    "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ? "
+                    "ORDER BY score, rowid LIMIT ?",
+                    (match, limit),
+                )
+            ]
+
+    def vector_candidates(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity) by sqlite-vec's KNN, best first."""
+        if not self.has_vectors:
+            return []
+        blob = np.asarray(query, dtype=np.float32).tobytes()
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (blob, k)
+            ).fetchall()
+        return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def vector_similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]:
+        """Exact cosine similarity of the given chunks to the query (those that have a vector)."""
+        if not ids or not self.has_vectors:
+            return {}
+        blob = np.asarray(query, dtype=np.float32).tobytes()
+        marks = ",".join("?" * len(ids))
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT rowid, vec_distance_cosine(embedding, ?) FROM chunks_vec WHERE rowid IN ({marks})",
+                (blob, *ids),
+            ).fetchall()
+        return {int(r[0]): 1.0 - float(r[1]) for r in rows}
+
+    def chunks_by_id(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        marks = ",".join("?" * len(wanted))
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT id, path, start_line, end_line, hash, text FROM chunks WHERE id IN ({marks})", wanted
+            ).fetchall()
+        return {int(r[0]): StoredChunk(*r) for r in rows}
+
+    def embedded_ids(self, ids: Iterable[int]) -> set[int]:
+        wanted = list(ids)
+        if not wanted:
+            return set()
+        marks = ",".join("?" * len(wanted))
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT id FROM chunks WHERE embedded = 1 AND id IN ({marks})", wanted
+            ).fetchall()
+        return {int(r[0]) for r in rows}
+
+    # -- status --------------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        with self.lock:
+            files = self.conn.execute("SELECT count(*), coalesce(sum(error != ''), 0) FROM files").fetchone()
+            chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
+        return {
+            "files": int(files[0]),
+            "skipped": int(files[1]),
+            "chunks": int(chunks),
+            "pending": self.pending_count(),
+            "cached_embeddings": int(cached),
+        }
+
+    def size_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            candidate = Path(str(self.path) + suffix)
+            if candidate.exists():
+                total += candidate.stat().st_size
+        return total
+
+    def check(self) -> str:
+        """SQLite's own integrity check of the index file ('ok' when healthy)."""
+        with self.lock:
+            rows = self.conn.execute("PRAGMA main.integrity_check").fetchall()
+        return "; ".join(str(r[0]) for r in rows)

@@ -1,0 +1,252 @@
+"""``Memory``: the one façade every front end (CLI, FUSE, watcher) calls.
+
+It owns the agent's store, the embedding provider and the indexer, and answers search, get,
+bundle, status, file_changed and ingest_sync.  Nothing here knows about FUSE or click.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs.config import Config
+from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
+from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
+from memfs.index.search import SearchParams, SearchResponse, hybrid_search
+from memfs.index.store import Store
+from memfs.workspace import OutsideWorkspace, relative
+
+log = logging.getLogger(__name__)
+
+GET_DEFAULT_LINES = 200
+GET_MAX_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class GetResult:
+    path: str
+    from_line: int
+    to_line: int  # last line included (from_line - 1 when nothing was returned)
+    total_lines: int
+    text: str
+    next_from: int | None  # where to continue, None at the end
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "path": self.path,
+            "from": self.from_line,
+            "to": self.to_line,
+            "total_lines": self.total_lines,
+            "next_from": self.next_from,
+            "text": self.text,
+        }
+
+
+class GetError(ValueError):
+    pass
+
+
+class Memory:
+    def __init__(self, cfg: Config, provider: Provider | None = None) -> None:
+        self.cfg = cfg
+        self.started = time.time()
+        self._provider = provider
+        self.provider_error = ""
+        self._embed_lock = threading.Lock()
+        self.store = Store(cfg.index_path, cfg.cache_path)
+        self.indexer = Indexer(cfg, self.store, self.provider)
+        self._check_fingerprint()
+
+    # -- provider and fingerprint -------------------------------------------------------------
+
+    @property
+    def provider(self) -> Provider:
+        if self._provider is None:
+            try:
+                self._provider = make_provider(self.cfg.embedding)
+            except EmbeddingError as exc:
+                # Keyword search keeps working; searches carry this warning until it is fixed.
+                self.provider_error = str(exc)
+                log.warning("embedding provider %s unavailable: %s", self.cfg.embedding.provider, exc)
+                self._provider = NoProvider()
+        return self._provider
+
+    def _identity(self) -> tuple[str, str, int]:
+        name, model, dims = provider_identity(self.cfg.embedding)
+        if name != "none" and not dims:
+            provider = self.provider
+            if provider.dims:
+                model, dims = provider.model, provider.dims
+        return name, model, dims
+
+    def _check_fingerprint(self) -> None:
+        wanted = fingerprint(self.cfg, self._identity())
+        current = self.store.fingerprint
+        if current is None:
+            self.store.set_fingerprint(wanted, int(wanted["dims"]))  # type: ignore[arg-type]
+        elif current != wanted:
+            log.warning("index was built with %s; rebuilding for %s", current, wanted)
+            self.rebuild()
+
+    def rebuild(self, progress: Progress | None = None) -> list[Outcome]:
+        """Build a fresh index beside the old one, then swap it in atomically.  Searches keep using
+        the old index until the swap; the embedding cache carries over."""
+        target = self.cfg.index_path
+        scratch = target.with_name(target.name + ".rebuild")
+        for suffix in ("", "-wal", "-shm"):
+            Path(str(scratch) + suffix).unlink(missing_ok=True)
+        fresh = Store(scratch, self.cfg.cache_path)
+        ident = self._identity()
+        fresh.set_fingerprint(fingerprint(self.cfg, ident), ident[2])
+        builder = Indexer(self.cfg, fresh, self.indexer.provider)
+        outcomes = builder.reconcile(progress)
+        try:
+            builder.embed_pending()
+        except EmbeddingError as exc:
+            log.warning("rebuild: embedding failed, chunks stay keyword-only: %s", exc)
+        fresh.conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)")
+        fresh.conn.execute("PRAGMA main.journal_mode=DELETE")
+        fresh.close()
+        with self.store.lock:
+            self.store.close()
+            replace_index_file(scratch, target)
+            self.store = Store(target, self.cfg.cache_path)
+            self.indexer = Indexer(self.cfg, self.store, self.indexer.provider)
+        return outcomes
+
+    # -- indexing -----------------------------------------------------------------------------
+
+    def index(self, progress: Progress | None = None, embed_progress: Progress | None = None) -> list[Outcome]:
+        """Reconcile the index with the workspace files and embed what is missing."""
+        outcomes = self.indexer.reconcile(progress)
+        self.embed_pending(progress=embed_progress)
+        return outcomes
+
+    def file_changed(self, rel: str) -> Outcome:
+        """A file was written (closed, fsynced, renamed into place, changed beside the mount)."""
+        outcome = self.indexer.index_file(rel)
+        if outcome.action == "skipped" and outcome.reason:
+            log.warning("not indexed: %s: %s", rel, outcome.reason)
+        return outcome
+
+    def file_removed(self, rel: str) -> bool:
+        return self.indexer.remove(rel)
+
+    def file_moved(self, old: str, new: str) -> Outcome:
+        return self.indexer.rename(old, new)
+
+    def embed_pending(self, limit: int | None = None, progress: Progress | None = None) -> int:
+        """Embed chunks still without a vector; a provider failure is logged, not raised."""
+        if not self.indexer.embeds:
+            return 0
+        with self._embed_lock:
+            try:
+                return self.indexer.embed_pending(limit=limit, progress=progress)
+            except EmbeddingError as exc:
+                self.provider_error = str(exc)
+                log.warning("embedding failed, new chunks stay keyword-only for now: %s", exc)
+                return 0
+
+    @property
+    def pending(self) -> int:
+        return self.store.pending_count()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        wait_ms: int | None = None,
+    ) -> SearchResponse:
+        params = SearchParams.from_config(self.cfg.search, max_results, min_score)
+        warnings: list[str] = []
+        wait = self.cfg.search.pending_wait_ms if wait_ms is None else wait_ms
+        deadline = time.monotonic() + wait / 1000
+        # Freshly written chunks: embed them now (or wait for the worker doing so) within budget.
+        while self.indexer.embeds and self.store.pending_count() and time.monotonic() < deadline:
+            if not self.embed_pending(limit=8) and self.provider_error:
+                break
+        query_vector = None
+        provider = self.provider
+        if provider.dims:
+            try:
+                query_vector = provider.embed([query])[0]
+            except EmbeddingError as exc:
+                self.provider_error = str(exc)
+                log.warning("query embedding failed, keyword search only: %s", exc)
+        if self.cfg.embedding.provider != "none" and query_vector is None:
+            warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
+        with self.store.lock:
+            results = hybrid_search(self.store, query, query_vector, params)
+            generation = self.store.generation
+            pending = self.store.pending_count()
+        return SearchResponse(
+            query=query,
+            results=results,
+            provider=provider.name if not self.provider_error else f"{self.cfg.embedding.provider} (failed)",
+            model=provider.model,
+            generation=generation,
+            pending=pending,
+            warnings=warnings,
+        )
+
+    def get(self, path: str, from_line: int = 1, lines: int | None = None) -> GetResult:
+        """Read part of a workspace file, bounded, saying where to continue."""
+        if from_line < 1:
+            raise GetError("--from must be 1 or more")
+        count = GET_DEFAULT_LINES if lines is None else lines
+        if count < 1:
+            raise GetError("--lines must be 1 or more")
+        try:
+            rel = relative(self.cfg.workspace, path)
+        except OutsideWorkspace as exc:
+            raise GetError(str(exc)) from None
+        full = self.cfg.workspace / rel
+        if not full.is_file():
+            raise GetError(f"{rel}: no such file in the workspace")
+        data = full.read_bytes()
+        if b"\x00" in data:
+            raise GetError(f"{rel}: binary file, not shown")
+        text = data.decode("utf-8", errors="replace")
+        all_lines = text.split("\n")
+        if all_lines and all_lines[-1] == "":
+            all_lines.pop()
+        total = len(all_lines)
+        picked: list[str] = []
+        size = 0
+        for line in all_lines[from_line - 1 : from_line - 1 + count]:
+            if picked and size + len(line) + 1 > GET_MAX_CHARS:
+                break
+            if len(line) > GET_MAX_CHARS:
+                line = line[:GET_MAX_CHARS] + " …[line truncated]"
+            picked.append(line)
+            size += len(line) + 1
+        to_line = from_line + len(picked) - 1
+        next_from = to_line + 1 if to_line < total else None
+        body = "\n".join(picked) + ("\n" if picked else "")
+        return GetResult(rel, from_line, to_line, total, body, next_from)
+
+    def status(self) -> dict[str, object]:
+        counts = self.store.counts()
+        provider = self.provider
+        return {
+            "workspace": str(self.cfg.workspace),
+            "agent": self.cfg.agent,
+            **counts,
+            "provider": self.cfg.embedding.provider,
+            "model": provider.model,
+            "dims": provider.dims,
+            "provider_error": self.provider_error,
+            "generation": self.store.generation,
+            "index_path": str(self.cfg.index_path),
+            "index_bytes": self.store.size_bytes(),
+            "uptime_s": round(time.time() - self.started, 1),
+        }
+
+    def close(self) -> None:
+        self.store.close()

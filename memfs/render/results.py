@@ -1,0 +1,55 @@
+"""Search results as Markdown (for people and agents reading a file) and as JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+from memfs.index.search import SearchResponse
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m.group(0)) for m in re.finditer(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def render_json(response: SearchResponse) -> str:
+    return json.dumps(response.as_dict(), ensure_ascii=False) + "\n"
+
+
+def render_markdown(response: SearchResponse) -> str:
+    results = response.results
+    model = f"{response.provider}/{response.model}" if response.model else response.provider
+    lines = [
+        f"# memfs search: {response.query}",
+        "",
+        f"{len(results)} result{'s' if len(results) != 1 else ''} · embeddings: {model or 'none'} · "
+        f"index generation {response.generation} · pending chunks: {response.pending}",
+    ]
+    for warning in response.warnings:
+        lines += ["", f"> warning: {warning}"]
+    if response.pending:
+        lines += ["", f"> {response.pending} chunk(s) are not embedded yet: they are found by keyword only."]
+    for rank, result in enumerate(results, start=1):
+        fence = _fence(result.snippet)
+        lines += [
+            "",
+            f"## {rank}. {result.citation}",
+            "",
+            f"score {result.score:.3f} (vector {result.vector_score:.3f}, keyword {result.text_score:.3f})",
+            "",
+            fence,
+            result.snippet,
+            fence,
+        ]
+    lines.append("")
+    if results:
+        first = results[0]
+        lines.append(
+            f"Read more: sed -n '{first.start_line},{first.end_line}p' {shlex.quote(first.path)}  "
+            f"(or: memfs get {shlex.quote(first.path)} --from {first.start_line})"
+        )
+    else:
+        lines.append("No results. Try other words, or a lower minimum score (memfs search --min-score 0.1).")
+    return "\n".join(lines) + "\n"

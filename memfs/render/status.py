@@ -1,0 +1,31 @@
+"""``memfs status`` and the ``.memfs/status`` virtual file: one plain-text rendering."""
+
+from __future__ import annotations
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def render_status(info: dict[str, object]) -> str:
+    model = f"{info['provider']} ({info['model']}, {info['dims']} dims)" if info.get("model") else str(info["provider"])
+    lines = [
+        f"workspace:  {info['workspace']}",
+        f"agent:      {info['agent']}",
+        f"files:      {info['files']} ({info['skipped']} skipped)",
+        f"chunks:     {info['chunks']}",
+        f"pending:    {info['pending']} chunk(s) waiting for an embedding",
+        f"provider:   {model}",
+        f"index:      {info['index_path']} ({_size(int(info['index_bytes']))}, generation {info['generation']})",
+        f"cache:      {info['cached_embeddings']} embeddings",
+    ]
+    if info.get("mounted_at"):
+        lines.append(f"mount:      {info['mounted_at']} (up {info['uptime_s']} s)")
+    if info.get("provider_error"):
+        lines.append(f"warning:    embeddings unavailable: {info['provider_error']}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,73 @@
+"""Shared fixtures: a workspace made from the template, configs whose state lives in a temporary
+directory, and Memory objects over them (the local model is loaded once per test session)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from memfs.config import Config, load_config
+from memfs.memory import Memory
+from memfs.workspace import init_workspace
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    init_workspace(ws)
+    return ws
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Path:
+    return tmp_path / "state"
+
+
+@pytest.fixture
+def make_config(state_dir: Path) -> Callable[..., Config]:
+    def build(workspace: Path, agent: str = "main", **settings: object) -> Config:
+        overrides = [("state_dir", str(state_dir))]
+        overrides += [(key.replace("__", "."), value) for key, value in settings.items()]
+        return load_config(workspace=workspace, agent=agent, env={}, overrides=overrides)
+
+    return build
+
+
+@pytest.fixture
+def make_memory(make_config: Callable[..., Config]) -> Iterator[Callable[..., Memory]]:
+    opened: list[Memory] = []
+
+    def build(workspace: Path, agent: str = "main", **settings: object) -> Memory:
+        memory = Memory(make_config(workspace, agent, **settings))
+        opened.append(memory)
+        return memory
+
+    yield build
+    for memory in opened:
+        try:
+            memory.close()
+        except Exception:
+            pass
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def locomo_day() -> Callable[[Path], Path]:
+    """Copy one real LoCoMo daily log into a workspace (test data that is not ours to invent)."""
+    source = Path(__file__).resolve().parent / "data" / "locomo-2023-05-08.md"
+
+    def copy(ws: Path) -> Path:
+        target = ws / "memory" / "2023-05-08.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, target)
+        return target
+
+    return copy

@@ -1,0 +1,79 @@
+from memfs.index import tokens
+from memfs.index.chunking import chunk_markdown, chunk_messages
+from memfs.index.messages import Message, parse_jsonl
+
+
+def test_lines_are_one_based_and_cover_the_file() -> None:
+    text = "".join(f"line {i} " + "word " * 30 + "\n" for i in range(1, 101))
+    chunks = chunk_markdown(text, 400, 80)
+    assert chunks[0].start_line == 1 and chunks[-1].end_line == 100
+    lines = text.split("\n")
+    for chunk in chunks:
+        assert tokens.count(chunk.text) <= 400
+        assert chunk.text == "\n".join(lines[chunk.start_line - 1 : chunk.end_line])
+    for before, after in zip(chunks, chunks[1:]):
+        assert after.start_line <= before.end_line  # overlap
+        assert after.end_line > before.end_line  # progress: no chunk only of overlap
+
+
+def test_overlong_line_is_split_and_cites_its_line() -> None:
+    text = "short\n" + "x" * 20 + " " + "lorem ipsum " * 2000 + "\nlast\n"
+    chunks = chunk_markdown(text, 400, 80)
+    assert all(tokens.count(c.text) <= 401 for c in chunks)
+    assert any(c.start_line == c.end_line == 2 for c in chunks)
+    joined = "".join(c.text for c in chunks if c.start_line == c.end_line == 2)
+    assert "lorem ipsum" in joined
+    assert chunks[-1].end_line == 3
+
+
+def test_cjk_counts_and_splits_without_mangling() -> None:
+    line = "我们决定使用PostgreSQL作为数据库。" * 200
+    chunks = chunk_markdown(line + "\n", 100, 20)
+    assert len(chunks) > 3
+    assert "".join(c.text for c in chunks) == line
+    assert all(tokens.count(c.text) <= 100 for c in chunks)
+
+
+def test_empty_and_blank_files_make_no_chunks() -> None:
+    assert chunk_markdown("", 400, 80) == []
+    assert chunk_markdown("\n\n   \n", 400, 80) == []
+
+
+def test_messages_are_never_split_and_cite_jsonl_lines() -> None:
+    records = [
+        '{"id":"c-%d","chatId":"c","chatTitle":"t","role":"%s","content":"%s","timestamp":1707123456789}'
+        % (i, "user" if i % 2 else "assistant", ("message %d " % i) + "blah " * 40)
+        for i in range(30)
+    ]
+    text = "\n".join(records[:10]) + "\nnot json\n" + "\n".join(records[10:]) + "\n"
+    messages = parse_jsonl(text, session=False)
+    assert len(messages) == 30 and messages[10].line == 12
+    assert messages[0].text.startswith("[2024-02-05 08:57 UTC] Assistant: message 0")
+    chunks = chunk_messages(messages, 200, 40)
+    by_line = {m.line: m.text for m in messages}
+    for chunk in chunks:
+        assert tokens.count(chunk.text) <= 200
+        for line in range(chunk.start_line, chunk.end_line + 1):
+            if line in by_line:
+                assert by_line[line] in chunk.text  # whole messages only
+
+
+def test_huge_message_is_cut_to_the_limit() -> None:
+    chunks = chunk_messages([Message(1, "User: " + "word " * 3000)], 200, 40)
+    assert len(chunks) > 1 and all(c.start_line == c.end_line == 1 for c in chunks)
+    assert all(tokens.count(c.text) <= 200 for c in chunks)
+
+
+def test_session_transcript_keeps_only_dialogue() -> None:
+    lines = [
+        '{"type":"session","id":"s1"}',
+        '{"type":"message","timestamp":"2026-01-26T10:00:00Z","message":{"role":"user","content":"Deploy the blue build"}}',
+        '{"type":"message","message":{"role":"assistant","content":[{"type":"text","text":"Deploying now."},'
+        '{"type":"toolCall","name":"bash","arguments":{"cmd":"SECRET-TOOL-ARG"}}]}}',
+        '{"type":"message","message":{"role":"toolResult","content":[{"type":"text","text":"SECRET-TOOL-OUTPUT"}]}}',
+        '{"type":"custom","data":1}',
+    ]
+    messages = parse_jsonl("\n".join(lines), session=True)
+    assert [m.line for m in messages] == [2, 3]
+    assert messages[0].text == "[2026-01-26 10:00 UTC] User: Deploy the blue build"
+    assert "SECRET" not in " ".join(m.text for m in messages)

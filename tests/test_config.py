@@ -1,0 +1,54 @@
+from pathlib import Path
+
+import pytest
+
+from memfs.config import ConfigError, load_config
+
+
+def test_defaults_match_design(tmp_path: Path) -> None:
+    cfg = load_config(workspace=tmp_path, env={})
+    assert (cfg.chunking.tokens, cfg.chunking.overlap) == (400, 80)
+    assert (cfg.search.min_score, cfg.search.max_results, cfg.search.candidate_multiplier) == (0.35, 6, 4)
+    assert cfg.search.snippet_chars == 700
+    assert cfg.embedding.provider == "local"
+    assert cfg.agent == "main"
+    assert cfg.sources.get("search.min_score", "default") == "default"
+
+
+def test_layers_file_env_flag_with_sources(tmp_path: Path) -> None:
+    (tmp_path / ".memfs.toml").write_text('[search]\nmin_score = 0.2\nmax_results = 9\n[embedding]\nprovider = "none"\n')
+    env = {"MEMFS_SEARCH_MAX_RESULTS": "11", "MEMFS_STATE_DIR": str(tmp_path / "st")}
+    cfg = load_config(workspace=tmp_path, env=env, overrides=[("search.min_score", "0.1")], agent="work")
+    assert cfg.search.min_score == 0.1 and cfg.sources["search.min_score"] == "flag search.min_score"
+    assert cfg.search.max_results == 11 and cfg.sources["search.max_results"] == "env MEMFS_SEARCH_MAX_RESULTS"
+    assert cfg.embedding.provider == "none" and cfg.sources["embedding.provider"].startswith("file ")
+    assert cfg.agent == "work" and cfg.index_path == (tmp_path / "st" / "work.sqlite").resolve()
+
+
+def test_workspace_found_from_current_directory(tmp_path: Path) -> None:
+    (tmp_path / "MEMORY.md").write_text("x")
+    (tmp_path / "memory" / "sub").mkdir(parents=True)
+    cfg = load_config(env={}, cwd=tmp_path / "memory" / "sub")
+    assert cfg.workspace == tmp_path.resolve()
+    assert cfg.sources["workspace"] == "current directory"
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("search.min_score", "abc", "not a valid float"),
+        ("search.nope", "1", "unknown setting"),
+        ("embedding.provider", "magic", "unknown"),
+        ("agent", "../evil", "not allowed"),
+        ("chunking.overlap", "400", "overlap"),
+    ],
+)
+def test_bad_values_are_named(tmp_path: Path, key: str, value: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_config(workspace=tmp_path, env={}, overrides=[(key, value)])
+
+
+def test_broken_toml_is_reported(tmp_path: Path) -> None:
+    (tmp_path / ".memfs.toml").write_text("[search\n")
+    with pytest.raises(ConfigError, match=".memfs.toml"):
+        load_config(workspace=tmp_path, env={})

@@ -1,0 +1,172 @@
+"""The engine end to end without FUSE: indexing, hybrid search, freshness, rebuilds, bad input."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from conftest import write
+
+from memfs.index.embeddings import LOCAL_MODEL_ID
+
+
+def test_hybrid_search_finds_by_meaning_and_cites_lines(workspace: Path, make_memory, locomo_day) -> None:
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    response = memory.search("When did Caroline go to the LGBTQ support group?")
+    assert response.results, "expected a hit"
+    top = response.results[0]
+    assert top.path == "memory/2023-05-08.md" and top.start_line <= 13 <= top.end_line
+    lines = (workspace / top.path).read_text().split("\n")
+    assert top.snippet.split("\n")[0] == lines[top.start_line - 1]
+    assert 0 < top.vector_score <= 1 and 0 < top.text_score <= 1
+    assert response.model == LOCAL_MODEL_ID and response.pending == 0
+    # Meaning without shared words: the vector side must carry it.
+    semantic = memory.search("a painting of the sun coming up over the lake", min_score=0)
+    assert any("sunrise" in r.snippet.lower() for r in semantic.results[:3])
+
+
+def test_results_are_sorted_bounded_and_deterministic(workspace: Path, make_memory, locomo_day) -> None:
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    first = memory.search("painting kids camping", max_results=2, min_score=0)
+    second = memory.search("painting kids camping", max_results=2, min_score=0)
+    assert first.results == second.results and len(first.results) == 2
+    scores = [r.score for r in first.results]
+    assert scores == sorted(scores, reverse=True)
+    assert all(len(r.snippet) <= 700 for r in first.results)
+    assert all(r.score >= 0.5 for r in memory.search("painting kids camping", min_score=0.5).results)
+
+
+def test_keyword_only_match_passes_min_score_without_vectors(workspace: Path, make_memory) -> None:
+    write(workspace / "MEMORY.md", "# Memory\n\n- The staging database URL is in POSTGRES_URL_STAGING.\n")
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    response = memory.search("POSTGRES_URL_STAGING")
+    assert [r.path for r in response.results] == ["MEMORY.md"]
+    assert response.results[0].score >= 0.35 and response.results[0].vector_score == 0
+
+
+def test_search_right_after_a_write_is_never_stale(workspace: Path, make_memory) -> None:
+    log = write(workspace / "memory" / "2026-11-22.md", "# 2026-11-22\n\n## 10:00 - API\nWe chose REST.\n")
+    memory = make_memory(workspace)
+    memory.index()
+    assert memory.search("REST")
+    log.write_text("# 2026-11-22\n\n## 10:00 - API\nWe switched to GraphQL for the mobile client.\n")
+    memory.file_changed("memory/2026-11-22.md")
+    response = memory.search("what API style did we choose", min_score=0)
+    assert "GraphQL" in response.results[0].snippet
+    assert not any("We chose REST" in r.snippet for r in response.results)
+    log.unlink()
+    memory.file_removed("memory/2026-11-22.md")
+    assert not any(r.path == "memory/2026-11-22.md" for r in memory.search("GraphQL", min_score=0).results)
+
+
+def test_incremental_index_skips_unchanged_and_reuses_cache(workspace: Path, make_memory, locomo_day) -> None:
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    first = {o.path: o.action for o in memory.index()}
+    assert first["memory/2023-05-08.md"] == "indexed"
+    second = {o.path: o.action for o in memory.index()}
+    assert set(second.values()) == {"unchanged"}
+    # Append a line: the old chunks' vectors come from the cache, only new text is embedded.
+    with open(workspace / "memory" / "2023-05-08.md", "a") as handle:
+        handle.write("\n## 23:00 - Note\nBought a telescope.\n")
+    outcome = memory.file_changed("memory/2023-05-08.md")
+    assert outcome.action == "indexed" and 0 < outcome.pending < outcome.chunks
+
+
+def test_fingerprint_change_rebuilds_atomically_and_keeps_cache(workspace: Path, make_memory, locomo_day) -> None:
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    cached = memory.store.counts()["cached_embeddings"]
+    memory.close()
+    rebuilt = make_memory(workspace, chunking__tokens=200, chunking__overlap=40)
+    assert rebuilt.store.fingerprint["chunk_tokens"] == 200
+    counts = rebuilt.store.counts()
+    assert counts["chunks"] > 0 and counts["pending"] == 0
+    assert counts["cached_embeddings"] >= cached
+    assert rebuilt.store.check() == "ok"
+    assert rebuilt.search("support group").results
+
+
+def test_agents_are_isolated(tmp_path: Path, make_memory) -> None:
+    main_ws, work_ws = tmp_path / "main", tmp_path / "work"
+    write(main_ws / "MEMORY.md", "- The private codename is BLUEHERON.\n")
+    write(work_ws / "MEMORY.md", "- Quarterly report due Friday.\n")
+    main = make_memory(main_ws, agent="main", embedding__provider="none")
+    work = make_memory(work_ws, agent="work", embedding__provider="none")
+    main.index()
+    work.index()
+    assert main.search("BLUEHERON").results
+    assert not work.search("BLUEHERON", min_score=0).results
+    assert main.cfg.index_path != work.cfg.index_path
+
+
+def test_cjk_query_finds_cjk_text(workspace: Path, make_memory) -> None:
+    write(workspace / "memory" / "2026-11-20.md", "# 2026-11-20\n\n我们决定使用PostgreSQL作为主数据库。\n\nUnrelated English line.\n")
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    results = memory.search("数据库").results
+    assert results and results[0].path == "memory/2026-11-20.md" and results[0].start_line <= 3
+
+
+def test_any_query_string_is_safe(workspace: Path, make_memory, locomo_day) -> None:
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    for query in ['"', "AND", "OR NOT", "NEAR(", "*", "col:x", "...", "^", "'; DROP TABLE chunks; --", "\x00", " "]:
+        memory.search(query)  # must not raise
+    assert memory.store.check() == "ok"
+
+
+def test_bad_files_are_skipped_with_reasons(workspace: Path, make_memory) -> None:
+    memory_dir = workspace / "memory"
+    write(memory_dir / "2026-01-01.md", "# fine\nhello world\n")
+    (memory_dir / "2026-01-02.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
+    (memory_dir / "2026-01-03.md").write_bytes(b"caf\xe9 latin-1 text\n")
+    (memory_dir / "2026-01-04.md").write_bytes(b"")
+    (memory_dir / "2026-01-05.md").write_text("x" * (1024 * 1024) + "\n")  # one line of 1 MB
+    with open(memory_dir / "2026-01-06.md", "wb") as big:
+        big.truncate(50 * 1024 * 1024)  # 50 MB (sparse)
+    memory = make_memory(workspace, embedding__provider="none")
+    outcomes = {o.path: o for o in memory.index()}
+    assert outcomes["memory/2026-01-01.md"].action == "indexed"
+    assert "binary" in outcomes["memory/2026-01-02.md"].reason
+    assert "UTF-8" in outcomes["memory/2026-01-03.md"].reason
+    assert outcomes["memory/2026-01-04.md"].action == "indexed" and outcomes["memory/2026-01-04.md"].chunks == 0
+    assert outcomes["memory/2026-01-05.md"].action == "indexed" and outcomes["memory/2026-01-05.md"].chunks > 1
+    assert "larger than" in outcomes["memory/2026-01-06.md"].reason
+    assert memory.store.check() == "ok"
+    assert memory.status()["skipped"] == 3
+    assert memory.search("hello").results[0].path == "memory/2026-01-01.md"
+
+
+def test_get_is_bounded_and_refuses_outside(workspace: Path, make_memory) -> None:
+    write(workspace / "memory" / "2026-01-01.md", "".join(f"line {i}\n" for i in range(1, 501)))
+    memory = make_memory(workspace, embedding__provider="none")
+    part = memory.get("memory/2026-01-01.md", 10, 5)
+    assert part.text == "".join(f"line {i}\n" for i in range(10, 15)) and part.next_from == 15
+    default = memory.get("memory/2026-01-01.md")
+    assert default.to_line == 200 and default.total_lines == 500
+    assert memory.get("memory/2026-01-01.md", 499).next_from is None
+    import pytest
+
+    from memfs.memory import GetError
+
+    for bad in ("../etc/passwd", "/etc/passwd", "memory/none.md"):
+        with pytest.raises(GetError):
+            memory.get(bad)
+
+
+def test_provider_failure_falls_back_to_keywords(workspace: Path, make_memory, locomo_day) -> None:
+    locomo_day(workspace)
+    os.environ.pop("MEMFS_TEST_MISSING_KEY", None)
+    memory = make_memory(workspace, embedding__provider="openai", embedding__api_key_env="MEMFS_TEST_MISSING_KEY")
+    memory.index()
+    response = memory.search("support group")
+    assert response.results and response.warnings
+    assert "MEMFS_TEST_MISSING_KEY" in response.warnings[0]

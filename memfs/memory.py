@@ -9,8 +9,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from memfs.config import Config
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
@@ -56,6 +59,7 @@ class Memory:
         self._provider = provider
         self.provider_error = ""
         self._embed_lock = threading.Lock()
+        self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self.store = Store(cfg.index_path, cfg.cache_path)
         self.indexer = Indexer(cfg, self.store, self.provider)
         self._check_fingerprint()
@@ -171,20 +175,15 @@ class Memory:
         while self.indexer.embeds and self.store.pending_count() and time.monotonic() < deadline:
             if not self.embed_pending(limit=8) and self.provider_error:
                 break
-        query_vector = None
         provider = self.provider
-        if provider.dims:
-            try:
-                query_vector = provider.embed([query])[0]
-            except EmbeddingError as exc:
-                self.provider_error = str(exc)
-                log.warning("query embedding failed, keyword search only: %s", exc)
-        if self.cfg.embedding.provider != "none" and query_vector is None:
-            warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
+        embedding = self._query_pool.submit(self._embed_query, query) if provider.dims else None
         with self.store.lock:
-            results = hybrid_search(self.store, query, query_vector, params)
+            # The query is embedded on another thread while SQLite runs the keyword side.
+            results = hybrid_search(self.store, query, embedding.result if embedding else None, params)
             generation = self.store.generation
             pending = self.store.pending_count()
+        if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
+            warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
         return SearchResponse(
             query=query,
             results=results,
@@ -194,6 +193,14 @@ class Memory:
             pending=pending,
             warnings=warnings,
         )
+
+    def _embed_query(self, query: str) -> np.ndarray | None:
+        try:
+            return self.provider.embed([query])[0]
+        except EmbeddingError as exc:
+            self.provider_error = str(exc)
+            log.warning("query embedding failed, keyword search only: %s", exc)
+            return None
 
     def get(self, path: str, from_line: int = 1, lines: int | None = None) -> GetResult:
         """Read part of a workspace file, bounded, saying where to continue."""
@@ -249,4 +256,5 @@ class Memory:
         }
 
     def close(self) -> None:
+        self._query_pool.shutdown(wait=True)
         self.store.close()

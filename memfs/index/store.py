@@ -21,8 +21,11 @@ import numpy as np
 import sqlite_vec
 
 from memfs.index.chunking import Chunk
+from memfs.index.vectors import VectorMatrix
 
 SCHEMA_VERSION = "1"
+# From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan.
+MATRIX_MIN_VECTORS = 20_000
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 
@@ -71,9 +74,14 @@ class Store:
         self.cache_path = cache_path
         self.lock = threading.RLock()
         self.conn = _connect(path)
+        self._has_vectors = False
+        self._writes = 0  # bumped by every transaction of this connection
+        self._total: tuple[tuple[int, int], int] | None = None
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
         self._create_schema()
+        self._matrix: VectorMatrix | None = None
+        self._matrix_version = -1
 
     def close(self) -> None:
         with self.lock:
@@ -97,6 +105,7 @@ class Store:
                 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, start_line);
                 CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(id) WHERE embedded = 0;
                 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
+                CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, row);
                 CREATE TABLE IF NOT EXISTS cache.embedding_cache(
                     provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL,
                     dims INTEGER NOT NULL, vector BLOB NOT NULL, created_at REAL NOT NULL,
@@ -135,11 +144,12 @@ class Store:
 
     @property
     def has_vectors(self) -> bool:
+        if self._has_vectors:
+            return True  # the vector table, once created, stays for the life of the file
         with self.lock:
-            row = self.conn.execute(
-                "SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'"
-            ).fetchone()
-        return row is not None
+            row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+        self._has_vectors = row is not None
+        return self._has_vectors
 
     @property
     def generation(self) -> int:
@@ -149,6 +159,7 @@ class Store:
     def transaction(self) -> Iterator[apsw.Connection]:
         """One atomic change; bumps the generation so readers know the index moved."""
         with self.lock, self.conn:
+            self._writes += 1
             yield self.conn
             self.conn.execute(
                 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
@@ -194,6 +205,8 @@ class Store:
                 conn.execute("INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)", (chunk_id, body))
                 if vector is not None and vec:
                     conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
+                    if self._matrix is not None:
+                        self._matrix.add(chunk_id, vector)
                 elif vec:
                     pending += 1
             conn.execute(
@@ -212,6 +225,8 @@ class Store:
             conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
             if vec:
                 conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (chunk_id,))
+                if self._matrix is not None:
+                    self._matrix.remove(chunk_id)
         conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
 
     def remove_file(self, path: str) -> bool:
@@ -283,6 +298,8 @@ class Store:
                     continue
                 conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (chunk.id, blob))
                 conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk.id,))
+                if self._matrix is not None:
+                    self._matrix.add(chunk.id, blob)
 
     # -- search primitives ---------------------------------------------------------------------
 
@@ -298,12 +315,50 @@ class Store:
                 )
             ]
 
+    def doc_frequencies(self, terms: list[str]) -> tuple[dict[str, int], int]:
+        """How many chunks contain each (already lower-cased) term, and how many chunks there are.
+        A term stemmed differently by the porter tokenizer is simply not found (frequency 0)."""
+        with self.lock:
+            total = self.chunk_total()
+            found = {}
+            for term in terms:
+                row = self.conn.execute("SELECT doc FROM chunks_fts_vocab WHERE term = ?", (term,)).fetchone()
+                found[term] = int(row[0]) if row else 0
+        return found, total
+
+    def chunk_total(self) -> int:
+        """How many chunks the index holds; cached until this or another connection writes."""
+        with self.lock:
+            key = (int(self.conn.execute("PRAGMA main.data_version").fetchone()[0]), self._writes)
+            if self._total is None or self._total[0] != key:
+                self._total = (key, int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]))
+            return self._total[1]
+
+    def _vector_matrix(self) -> VectorMatrix | None:
+        """The in-memory matrix for a large index (loaded or reloaded as needed), else None."""
+        version = int(self.conn.execute("PRAGMA main.data_version").fetchone()[0])
+        if self._matrix is not None and version == self._matrix_version:
+            return self._matrix
+        count = int(self.conn.execute("SELECT count(*) FROM chunks WHERE embedded = 1").fetchone()[0])
+        if count < MATRIX_MIN_VECTORS:
+            self._matrix = None
+            return None
+        items = [(int(r[0]), r[1]) for r in self.conn.execute("SELECT rowid, embedding FROM chunks_vec")]
+        matrix = VectorMatrix(len(items[0][1]) // 4)
+        matrix.load(items)
+        self._matrix, self._matrix_version = matrix, version
+        return matrix
+
     def vector_candidates(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """(chunk id, cosine similarity) by sqlite-vec's KNN, best first."""
+        """(chunk id, cosine similarity), best first: sqlite-vec's KNN, or the in-memory matrix
+        once the index is large."""
         if not self.has_vectors:
             return []
-        blob = np.asarray(query, dtype=np.float32).tobytes()
         with self.lock:
+            matrix = self._vector_matrix()
+            if matrix is not None:
+                return matrix.knn(query, k)
+            blob = np.asarray(query, dtype=np.float32).tobytes()
             rows = self.conn.execute(
                 "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (blob, k)
             ).fetchall()
@@ -313,9 +368,11 @@ class Store:
         """Exact cosine similarity of the given chunks to the query (those that have a vector)."""
         if not ids or not self.has_vectors:
             return {}
-        blob = np.asarray(query, dtype=np.float32).tobytes()
-        marks = ",".join("?" * len(ids))
         with self.lock:
+            if self._matrix is not None:
+                return self._matrix.similarity(query, ids)
+            blob = np.asarray(query, dtype=np.float32).tobytes()
+            marks = ",".join("?" * len(ids))
             rows = self.conn.execute(
                 f"SELECT rowid, vec_distance_cosine(embedding, ?) FROM chunks_vec WHERE rowid IN ({marks})",
                 (blob, *ids),

@@ -77,21 +77,25 @@ def _split_mixed(word: str) -> list[str]:
     return [p for p in pieces if p]
 
 
-def fts_query(query: str) -> str | None:
-    """An FTS5 MATCH expression that ORs the query's terms, each quoted; None if nothing remains.
-
-    Stopwords are dropped unless the query has nothing else, so "what did we decide" still
-    searches for "decide" only, while "the who" still finds something.
-    """
+def search_terms(query: str) -> list[str]:
+    """The query's terms worth searching for: stopwords are dropped unless the query has nothing
+    else, so "what did we decide" searches for "decide" only, while "the who" still finds something."""
     terms = query_terms(query)
-    if not terms:
-        return None
     content = [t for t in terms if t not in STOPWORDS]
-    chosen = content or terms
+    return content or terms
+
+
+def match_expression(terms: list[str]) -> str | None:
+    """An FTS5 MATCH expression that ORs the terms, each quoted (a CJK run as a phrase of its
+    characters); None for no terms."""
     quoted = []
-    for term in chosen:
+    for term in terms:
         if CJK_CHAR.search(term):
             quoted.append('"' + " ".join(term) + '"')
         else:
             quoted.append('"' + term.replace('"', '""') + '"')
-    return " OR ".join(quoted)
+    return " OR ".join(quoted) or None
+
+
+def fts_query(query: str) -> str | None:
+    return match_expression(search_terms(query))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +23,8 @@ log = logging.getLogger("memfs")
 
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="memfs: %(levelname)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(level=level, format="%(asctime)s memfs[%(process)d] %(levelname)s %(name)s: %(message)s",
+                        stream=sys.stderr)
 
 
 def global_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -232,6 +234,81 @@ def config_cmd(as_json: bool, **opts: Any) -> None:
     for key, value, source in leaves:
         shown = json.dumps(value) if isinstance(value, (list, str)) else str(value)
         click.echo(f"{key.ljust(width)}  {shown}  ({source})")
+
+
+@main.command()
+@click.argument("workspace_dir", metavar="WORKSPACE", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("mountpoint", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--foreground", "-f", is_flag=True, help="Stay in the foreground and log to stderr.")
+@click.option("--force", is_flag=True, help="Clean up a stale mount left by a crashed memfs first.")
+@global_options
+def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, **opts: Any) -> None:
+    """Mount WORKSPACE on MOUNTPOINT: a passthrough whose memory writes are indexed at once."""
+    from memfs.fs import mount as lifecycle
+
+    opts["workspace"] = workspace_dir
+    cfg = _config(**opts)
+    target = Path(os.path.abspath(mountpoint.expanduser()))
+    try:
+        lifecycle.preflight(cfg, target, force)
+        if foreground:
+            if opts["verbose"] == 0:
+                logging.getLogger().setLevel(logging.INFO)
+            lifecycle.Daemon(cfg, target).run()
+            return
+        argv = [sys.executable, "-m", "memfs", "mount", str(cfg.workspace), str(target), "--foreground",
+                "--agent", cfg.agent, "--set", f"state_dir={cfg.state_dir}"]
+        if opts["config_file"]:
+            argv += ["--config", str(opts["config_file"])]
+        for override in opts["overrides"]:
+            argv += ["--set", override]
+        argv += ["-v"] * max(1, opts["verbose"])
+        pid = lifecycle.start_background(cfg, target, argv)
+    except lifecycle.MountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"mounted {cfg.workspace} on {target} (agent {cfg.agent}, pid {pid}); "
+               f"log: {lifecycle.log_file(cfg.state_dir, target)}")
+
+
+@main.command()
+@click.argument("mountpoint", type=click.Path(file_okay=False, path_type=Path))
+@global_options
+def umount(mountpoint: Path, **opts: Any) -> None:
+    """Unmount cleanly (also clears a stale mount left by a crashed memfs)."""
+    from memfs.fs import mount as lifecycle
+
+    cfg = _config(**opts)
+    target = Path(os.path.abspath(mountpoint.expanduser()))
+    try:
+        outcome = lifecycle.unmount(target, cfg.state_dir)
+    except lifecycle.MountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"{outcome}: {target}")
+
+
+@main.command()
+@click.argument("workspace_dir", metavar="WORKSPACE", required=False, type=click.Path(file_okay=False, path_type=Path))
+@global_options
+def watch(workspace_dir: Path | None, **opts: Any) -> None:
+    """Keep the index current by watching WORKSPACE (no FUSE needed); Ctrl-C stops."""
+    import trio
+
+    from memfs.watch import watch_workspace
+
+    if workspace_dir is not None:
+        opts["workspace"] = workspace_dir
+    cfg = _config(**opts)
+    if opts["verbose"] == 0:
+        logging.getLogger().setLevel(logging.INFO)
+    memory = _memory(cfg)
+    try:
+        memory.index()
+        log.info("watching %s (agent %s)", cfg.workspace, cfg.agent)
+        trio.run(watch_workspace, memory)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        memory.close()
 
 
 if __name__ == "__main__":

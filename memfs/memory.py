@@ -7,6 +7,7 @@ bundle, status, file_changed and ingest_sync.  Nothing here knows about FUSE or 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_pr
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import SearchParams, SearchResponse, hybrid_search
 from memfs.index.store import Store
-from memfs.workspace import OutsideWorkspace, relative
+from memfs.workspace import OutsideWorkspace, is_memory, relative
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,36 @@ class Memory:
 
     def file_moved(self, old: str, new: str) -> Outcome:
         return self.indexer.rename(old, new)
+
+    def _indexed_under(self, rel: str) -> list[str]:
+        prefix = rel + "/"
+        return [f.path for f in self.store.files() if f.path == rel or f.path.startswith(prefix)]
+
+    def path_removed(self, rel: str) -> int:
+        """A file or a whole directory is gone: drop every indexed file at or below ``rel``."""
+        paths = self._indexed_under(rel)
+        for path in paths:
+            self.indexer.remove(path)
+        return len(paths)
+
+    def path_moved(self, old: str, new: str) -> list[Outcome]:
+        """A file or directory was renamed: move indexed files along (no re-embedding), drop
+        those that left the memory paths, index memory files that arrived."""
+        outcomes = []
+        moved = set()
+        for path in self._indexed_under(old):
+            target = new + path[len(old):]
+            outcomes.append(self.indexer.rename(path, target))
+            moved.add(target)
+        full = self.cfg.workspace / new
+        candidates = [new] if not full.is_dir() else [
+            (Path(d).relative_to(self.cfg.workspace) / name).as_posix()
+            for d, _, names in os.walk(full) for name in names
+        ]
+        for path in candidates:
+            if path not in moved and is_memory(path, self.cfg.index.extra_paths):
+                outcomes.append(self.indexer.index_file(path))
+        return outcomes
 
     def embed_pending(self, limit: int | None = None, progress: Progress | None = None) -> int:
         """Embed chunks still without a vector; a provider failure is logged, not raised."""

@@ -1,0 +1,273 @@
+"""Mount lifecycle: preflight checks, the daemon's main loop, background start, unmount.
+
+The daemon runs pyfuse3's loop, the embedding worker and the workspace watcher in one trio nursery.
+SIGINT/SIGTERM and ``memfs umount`` end the loop; the index is consistent at every moment (each
+file's chunks change in one transaction, vectors are added later), so stopping loses nothing.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from memfs.config import Config
+from memfs.fs.passthrough import Passthrough
+from memfs.fs.writes import MemoryWrites
+from memfs.memory import Memory
+from memfs.watch import watch_workspace
+
+log = logging.getLogger(__name__)
+FSNAME = "memfs"
+
+
+class MountError(RuntimeError):
+    """Why a mount cannot be made (or removed); the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class MountInfo:
+    pid: int
+    mountpoint: str
+    workspace: str
+    agent: str
+    started: float
+
+
+def mounts_dir(state_dir: Path) -> Path:
+    return state_dir / "mounts"
+
+
+def _key(mountpoint: Path) -> str:
+    return hashlib.sha256(str(mountpoint).encode()).hexdigest()[:16]
+
+
+def pid_file(state_dir: Path, mountpoint: Path) -> Path:
+    return mounts_dir(state_dir) / f"{_key(mountpoint)}.json"
+
+
+def log_file(state_dir: Path, mountpoint: Path) -> Path:
+    return mounts_dir(state_dir) / f"{_key(mountpoint)}.log"
+
+
+def is_mounted(mountpoint: Path) -> bool:
+    target = str(mountpoint)
+    try:
+        with open("/proc/self/mounts") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) > 1 and fields[1].replace("\\040", " ") == target:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def is_stale(mountpoint: Path) -> bool:
+    """A FUSE mount whose daemon died: the kernel answers ENOTCONN."""
+    try:
+        os.stat(mountpoint)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False
+
+
+def check_fuse() -> None:
+    if not os.path.exists("/dev/fuse"):
+        raise MountError(
+            "/dev/fuse is missing: install FUSE 3 (apt-get install fuse3) and load the module "
+            "(modprobe fuse); in a container, start it with --device /dev/fuse --cap-add SYS_ADMIN. "
+            "Without FUSE, `memfs watch WORKSPACE` keeps the index current instead."
+        )
+    if not os.access("/dev/fuse", os.R_OK | os.W_OK):
+        raise MountError(
+            "/dev/fuse is not accessible to this user: add the user to the 'fuse' group or run as "
+            "root; without FUSE, `memfs watch WORKSPACE` keeps the index current instead."
+        )
+    if os.geteuid() != 0 and shutil.which("fusermount3") is None:
+        raise MountError("fusermount3 is missing: apt-get install fuse3")
+
+
+def force_unmount(mountpoint: Path) -> None:
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    if tool:
+        subprocess.run([tool, "-u", "-z", str(mountpoint)], capture_output=True)
+    if is_mounted(mountpoint) and os.geteuid() == 0:
+        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def preflight(cfg: Config, mountpoint: Path, force: bool) -> None:
+    if not cfg.workspace.is_dir():
+        raise MountError(f"workspace {cfg.workspace} does not exist (create it with `memfs init {cfg.workspace}`)")
+    if is_stale(mountpoint):
+        if not force:
+            raise MountError(
+                f"{mountpoint} is a stale mount left by a memfs that stopped: run `memfs umount {mountpoint}` "
+                f"(or `fusermount3 -u {mountpoint}`), or mount again with --force"
+            )
+        log.warning("cleaning up the stale mount at %s", mountpoint)
+        force_unmount(mountpoint)
+    if is_mounted(mountpoint):
+        raise MountError(f"{mountpoint} is already a mount point (`memfs umount {mountpoint}` first)")
+    if not mountpoint.exists():
+        raise MountError(f"mountpoint {mountpoint} does not exist (mkdir it first)")
+    if not mountpoint.is_dir():
+        raise MountError(f"mountpoint {mountpoint} is not a directory")
+    if any(mountpoint.iterdir()):
+        raise MountError(f"mountpoint {mountpoint} is not empty")
+    workspace = cfg.workspace.resolve()
+    if mountpoint == workspace or workspace in mountpoint.parents:
+        raise MountError(f"mountpoint {mountpoint} is inside the workspace {workspace}: that would loop")
+    check_fuse()
+
+
+def mount_options() -> set[str]:
+    options = set(pyfuse3.default_options)
+    options |= {f"fsname={FSNAME}", f"subtype={FSNAME}"}
+    if os.geteuid() == 0:
+        options.add("allow_other")  # every user sees the mount; permissions are the kernel's
+    return options
+
+
+class Daemon:
+    """One mount: owns the Memory, the operations and the background tasks."""
+
+    def __init__(self, cfg: Config, mountpoint: Path) -> None:
+        self.cfg = cfg
+        self.mountpoint = mountpoint
+        self.memory = Memory(cfg)
+        self.writes = MemoryWrites(self.memory)
+        self.ops = Passthrough(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s)
+
+    async def _invalidate(self, rel: str, exists: bool) -> None:
+        """Something changed beside the mount: make the kernel forget what it cached of it."""
+        inode = self.ops.inodes.inode_of(rel)
+        parent_rel, _, name = rel.rpartition("/")
+        parent = self.ops.inodes.inode_of(parent_rel)
+        if inode is not None:
+            if not exists:
+                self.ops.inodes.unlinked(rel)
+            try:
+                await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.ENOSYS):
+                    log.warning("invalidate %s: %s", rel, exc)
+        if parent is not None:
+            pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
+
+    async def _signals(self, cancel: trio.CancelScope) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as received:
+            async for signum in received:
+                log.info("signal %s: unmounting", signal.Signals(signum).name)
+                pyfuse3.terminate()
+                return
+
+    async def _serve(self) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self.writes.embed_worker)
+            nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own)
+            nursery.start_soon(self._signals, nursery.cancel_scope)
+            self.writes.kick()  # embed whatever reconciliation left pending
+            await pyfuse3.main()
+            nursery.cancel_scope.cancel()
+
+    def run(self, on_ready: callable | None = None) -> None:  # type: ignore[valid-type]
+        outcomes = self.memory.indexer.reconcile()
+        changed = [o for o in outcomes if o.action in ("indexed", "removed")]
+        log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
+        pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
+        record = pid_file(self.cfg.state_dir, self.mountpoint)
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps(MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace),
+                                               self.cfg.agent, time.time()).__dict__))
+        log.info("mounted %s on %s (agent %s)", self.cfg.workspace, self.mountpoint, self.cfg.agent)
+        if on_ready:
+            on_ready()
+        clean = False
+        try:
+            trio.run(self._serve)
+            clean = True
+        finally:
+            pyfuse3.close(unmount=True)
+            record.unlink(missing_ok=True)
+            self.memory.close()
+            log.info("unmounted %s%s", self.mountpoint, "" if clean else " after an error")
+
+
+def start_background(cfg: Config, mountpoint: Path, argv: list[str], timeout: float = 60.0) -> int:
+    """Start the daemon as a separate process and return once the mount answers (its pid)."""
+    logf = log_file(cfg.state_dir, mountpoint)
+    logf.parent.mkdir(parents=True, exist_ok=True)
+    with open(logf, "ab") as out:
+        child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                 start_new_session=True, close_fds=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code = child.poll()
+        if code is not None:
+            tail = logf.read_text(errors="replace").strip().splitlines()[-5:]
+            raise MountError("the mount failed to start:\n  " + "\n  ".join(tail or [f"exit status {code}"]))
+        if is_mounted(mountpoint):
+            try:
+                os.stat(mountpoint)
+                return child.pid
+            except OSError:
+                pass
+        time.sleep(0.05)
+    child.terminate()
+    raise MountError(f"the mount did not become ready within {timeout:.0f}s (log: {logf})")
+
+
+def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
+    """Unmount cleanly: the daemon finishes what it is doing and exits.  Also clears stale mounts."""
+    record = pid_file(state_dir, mountpoint)
+    info = None
+    if record.exists():
+        try:
+            info = MountInfo(**json.loads(record.read_text()))
+        except (ValueError, TypeError):
+            info = None
+    stale = is_stale(mountpoint)
+    if not stale and not is_mounted(mountpoint):
+        record.unlink(missing_ok=True)
+        raise MountError(f"{mountpoint} is not mounted")
+    alive = info is not None and _alive(info.pid)
+    if alive and not stale:
+        assert info is not None
+        os.kill(info.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _alive(info.pid):
+            time.sleep(0.05)
+        if not _alive(info.pid) and not is_mounted(mountpoint):
+            return "unmounted"
+    force_unmount(mountpoint)
+    record.unlink(missing_ok=True)
+    if is_mounted(mountpoint):
+        raise MountError(f"could not unmount {mountpoint}: is a program still using it? (fuser -m {mountpoint})")
+    return "cleaned up a stale mount" if stale or not alive else "unmounted"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            return stat_file.read().split()[2] != "Z"
+    except OSError:
+        return False

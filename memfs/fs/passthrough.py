@@ -1,0 +1,432 @@
+"""The FUSE operations: every call passes through to the workspace directory.
+
+Kept thin on purpose: paths come from the inode table, files from the backing directory, and
+memory-file side effects go to :class:`memfs.fs.writes.MemoryWrites`.  Every handler is wrapped
+so an OSError becomes its errno and anything unexpected becomes EIO with a log line; an exception
+escaping a handler would stop pyfuse3's loop and leave a dead mount.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import functools
+import logging
+import os
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pyfuse3
+from pyfuse3 import FUSEError
+
+from memfs.fs.inodes import ROOT, InodeTable
+from memfs.fs.writes import MemoryWrites
+
+log = logging.getLogger(__name__)
+F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_AT_FDCWD = -100
+IS_ROOT = os.geteuid() == 0
+
+
+def fuse_errors(func: F) -> F:
+    @functools.wraps(func)
+    async def wrapper(self: Passthrough, *args: Any) -> Any:
+        try:
+            return await func(self, *args)
+        except FUSEError:
+            raise
+        except OSError as exc:
+            if exc.errno is None:
+                log.error("%s%r: %s", func.__name__, args[:2], exc)
+                raise FUSEError(errno.EIO) from None
+            raise FUSEError(exc.errno) from None
+        except KeyError:
+            # An inode or handle the kernel still names but we no longer know (e.g. unlinked).
+            raise FUSEError(errno.ENOENT) from None
+        except Exception:
+            log.exception("unexpected error in %s%r", func.__name__, args[:2])
+            raise FUSEError(errno.EIO) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def renameat2(old: bytes, new: bytes, flags: int) -> None:
+    if _libc.renameat2(_AT_FDCWD, old, _AT_FDCWD, new, ctypes.c_uint(flags)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+@dataclass
+class Handle:
+    fd: int
+    inode: int
+    path: str  # at open time; the inode table has the current one
+    dirty: bool = False
+
+
+@dataclass
+class DirHandle:
+    inode: int
+    entries: list[tuple[str, os.stat_result]] = field(default_factory=list)
+
+
+class Passthrough(pyfuse3.Operations):
+    enable_writeback_cache = False
+
+    def __init__(self, workspace: Path, writes: MemoryWrites, entry_timeout: float = 1.0,
+                 attr_timeout: float = 1.0) -> None:
+        super().__init__()
+        self.root = Path(os.path.realpath(workspace))
+        self.root_bytes = os.fsencode(self.root)
+        st = os.lstat(self.root)
+        self.inodes = InodeTable((st.st_dev, st.st_ino))
+        self.writes = writes
+        self.entry_timeout = entry_timeout
+        self.attr_timeout = attr_timeout
+        self.handles: dict[int, Handle] = {}
+        self.dirs: dict[int, DirHandle] = {}
+        self._next_fh = 1
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def full(self, rel: str) -> bytes:
+        return self.root_bytes + b"/" + os.fsencode(rel) if rel else self.root_bytes
+
+    def child(self, parent: int, name: bytes) -> str:
+        if name in (b".", b"..") or b"/" in name:
+            raise FUSEError(errno.EINVAL)
+        base = self.inodes.path(parent)
+        text = os.fsdecode(name)
+        return f"{base}/{text}" if base else text
+
+    def attrs(self, inode: int, st: os.stat_result) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = inode
+        entry.generation = 0
+        entry.entry_timeout = self.entry_timeout
+        entry.attr_timeout = self.attr_timeout
+        entry.st_mode = st.st_mode
+        entry.st_nlink = st.st_nlink
+        entry.st_uid = st.st_uid
+        entry.st_gid = st.st_gid
+        entry.st_rdev = st.st_rdev
+        entry.st_size = st.st_size
+        entry.st_blksize = st.st_blksize
+        entry.st_blocks = st.st_blocks
+        entry.st_atime_ns = st.st_atime_ns
+        entry.st_mtime_ns = st.st_mtime_ns
+        entry.st_ctime_ns = st.st_ctime_ns
+        return entry
+
+    def entry_for(self, rel: str) -> pyfuse3.EntryAttributes:
+        st = os.lstat(self.full(rel))
+        inode = self.inodes.remember(rel, (st.st_dev, st.st_ino))
+        return self.attrs(inode, st)
+
+    def _new_fh(self) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        return fh
+
+    def _own(self, path: bytes, ctx: pyfuse3.RequestContext, follow: bool = True) -> None:
+        """Give a new node the caller's uid/gid (we run as root; the kernel checked access)."""
+        if IS_ROOT:
+            os.chown(path, ctx.uid, ctx.gid, follow_symlinks=follow)
+
+    # -- lookups and attributes -----------------------------------------------------------------
+
+    @fuse_errors
+    async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        if name == b".":
+            return await self.getattr(parent_inode, ctx)
+        if name == b"..":
+            parent_path = self.inodes.path(parent_inode)
+            up = parent_path.rpartition("/")[0]
+            return self.entry_for(up) if parent_path else await self.getattr(ROOT, ctx)
+        return self.entry_for(self.child(parent_inode, name))
+
+    async def forget(self, inode_list: Any) -> None:
+        for inode, count in inode_list:
+            self.inodes.forget(inode, count)
+
+    @fuse_errors
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
+        handle = next((h for h in self.handles.values() if h.inode == inode), None) \
+            if not self.inodes.has_paths(inode) else None
+        if handle is not None:
+            return self.attrs(inode, os.fstat(handle.fd))  # unlinked but still open
+        return self.attrs(inode, os.lstat(self.full(self.inodes.path(inode))))
+
+    @fuse_errors
+    async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
+                      fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        handle = self.handles.get(fh) if fh is not None else None
+        rel = self.inodes.path(inode) if self.inodes.has_paths(inode) else handle.path if handle else None
+        if rel is None:
+            raise FUSEError(errno.ENOENT)
+        path = self.full(rel)
+        if fields.update_size:
+            if handle is not None:
+                os.ftruncate(handle.fd, attr.st_size)
+            else:
+                os.truncate(path, attr.st_size)
+        if fields.update_mode:
+            if stat.S_ISLNK(os.lstat(path).st_mode):
+                raise FUSEError(errno.EOPNOTSUPP)
+            os.chmod(path, stat.S_IMODE(attr.st_mode))
+        if fields.update_uid or fields.update_gid:
+            uid = attr.st_uid if fields.update_uid else -1
+            gid = attr.st_gid if fields.update_gid else -1
+            os.chown(path, uid, gid, follow_symlinks=False)
+        if fields.update_atime or fields.update_mtime:
+            st = os.lstat(path)
+            atime = attr.st_atime_ns if fields.update_atime else st.st_atime_ns
+            mtime = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
+            os.utime(path, ns=(atime, mtime), follow_symlinks=False)
+        if fields.update_size:
+            if handle is not None:
+                handle.dirty = True
+            else:
+                await self.writes.changed(rel)
+        return self.attrs(inode, os.lstat(path))
+
+    @fuse_errors
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        return os.readlink(self.full(self.inodes.path(inode)))
+
+    @fuse_errors
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        st = os.statvfs(self.root_bytes)
+        data = pyfuse3.StatvfsData()
+        for name in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files", "f_ffree",
+                     "f_favail", "f_namemax"):
+            setattr(data, name, getattr(st, name))
+        return data
+
+    # -- directories ----------------------------------------------------------------------------
+
+    @fuse_errors
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        rel = self.inodes.path(inode)
+        entries = []
+        with os.scandir(self.full(rel)) as it:
+            for entry in it:
+                try:
+                    entries.append((os.fsdecode(entry.name), entry.stat(follow_symlinks=False)))
+                except FileNotFoundError:
+                    continue
+        entries.sort(key=lambda e: e[0])
+        fh = self._new_fh()
+        self.dirs[fh] = DirHandle(inode, entries)
+        return fh
+
+    @fuse_errors
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        handle = self.dirs[fh]
+        base = self.inodes.path(handle.inode) if self.inodes.has_paths(handle.inode) else None
+        if base is None:
+            return
+        for index in range(start_id, len(handle.entries)):
+            name, st = handle.entries[index]
+            rel = f"{base}/{name}" if base else name
+            inode = self.inodes.remember(rel, (st.st_dev, st.st_ino), count_lookup=False)
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), self.attrs(inode, st), index + 1):
+                return
+            self.inodes.nodes[inode].lookups += 1
+
+    @fuse_errors
+    async def releasedir(self, fh: int) -> None:
+        self.dirs.pop(fh, None)
+
+    @fuse_errors
+    async def fsyncdir(self, fh: int, datasync: bool) -> None:
+        handle = self.dirs[fh]
+        fd = os.open(self.full(self.inodes.path(handle.inode)), os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    @fuse_errors
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        rel = self.child(parent_inode, name)
+        path = self.full(rel)
+        os.mkdir(path, stat.S_IMODE(mode))
+        os.chmod(path, stat.S_IMODE(mode) & ~ctx.umask)
+        self._own(path, ctx)
+        return self.entry_for(rel)
+
+    @fuse_errors
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        rel = self.child(parent_inode, name)
+        os.rmdir(self.full(rel))
+        self.inodes.unlinked(rel)
+        await self.writes.removed(rel)
+
+    # -- names ----------------------------------------------------------------------------------
+
+    @fuse_errors
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
+                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        rel = self.child(parent_inode, name)
+        path = self.full(rel)
+        os.mknod(path, stat.S_IFMT(mode) | (stat.S_IMODE(mode) & ~ctx.umask), rdev)
+        os.chmod(path, stat.S_IMODE(mode) & ~ctx.umask)
+        self._own(path, ctx)
+        return self.entry_for(rel)
+
+    @fuse_errors
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        rel = self.child(parent_inode, name)
+        path = self.full(rel)
+        os.symlink(target, path)
+        self._own(path, ctx, follow=False)
+        return self.entry_for(rel)
+
+    @fuse_errors
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
+                   ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        rel = self.child(new_parent_inode, new_name)
+        os.link(self.full(self.inodes.path(inode)), self.full(rel), follow_symlinks=False)
+        entry = self.entry_for(rel)
+        await self.writes.changed(rel)
+        return entry
+
+    @fuse_errors
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        rel = self.child(parent_inode, name)
+        os.unlink(self.full(rel))
+        self.inodes.unlinked(rel)
+        await self.writes.removed(rel)
+
+    @fuse_errors
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
+                     flags: int, ctx: pyfuse3.RequestContext) -> None:
+        old = self.child(parent_inode_old, name_old)
+        new = self.child(parent_inode_new, name_new)
+        if flags:
+            renameat2(self.full(old), self.full(new), flags)
+        else:
+            os.rename(self.full(old), self.full(new))
+        if flags & pyfuse3.RENAME_EXCHANGE:
+            self.inodes.exchanged(old, new)
+            await self.writes.moved(old, new)
+            await self.writes.changed(old)
+        else:
+            self.inodes.renamed(old, new)
+            await self.writes.moved(old, new)
+
+    # -- files ----------------------------------------------------------------------------------
+
+    def _file_info(self, fd: int, inode: int, rel: str, flags: int) -> pyfuse3.FileInfo:
+        fh = self._new_fh()
+        self.handles[fh] = Handle(fd, inode, rel)
+        self.inodes.opened(inode)
+        info = pyfuse3.FileInfo(fh=fh)
+        info.keep_cache = True  # the watcher invalidates pages changed beside the mount
+        if flags & os.O_DIRECT:
+            info.direct_io = True
+        return info
+
+    @staticmethod
+    def _backing_flags(flags: int) -> int:
+        # O_DIRECT would make the backing fd demand aligned buffers that FUSE does not give us;
+        # the kernel side of the open keeps its direct-I/O semantics through direct_io.
+        return (flags & ~(os.O_DIRECT | os.O_NOFOLLOW)) | os.O_CLOEXEC
+
+    @fuse_errors
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        rel = self.inodes.path(inode)
+        fd = os.open(self.full(rel), self._backing_flags(flags) & ~os.O_CREAT)
+        info = self._file_info(fd, inode, rel, flags)
+        if flags & os.O_TRUNC:
+            self.handles[info.fh].dirty = True
+        return info
+
+    @fuse_errors
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        rel = self.child(parent_inode, name)
+        path = self.full(rel)
+        fd = os.open(path, self._backing_flags(flags) | os.O_CREAT, stat.S_IMODE(mode))
+        try:
+            os.fchmod(fd, stat.S_IMODE(mode) & ~ctx.umask)
+            if IS_ROOT:
+                os.fchown(fd, ctx.uid, ctx.gid)
+            entry = self.entry_for(rel)
+        except BaseException:
+            os.close(fd)
+            raise
+        info = self._file_info(fd, entry.st_ino, rel, flags)
+        self.handles[info.fh].dirty = True
+        return info, entry
+
+    @fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        return os.pread(self.handles[fh].fd, size, off)
+
+    @fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        handle = self.handles[fh]
+        written = os.pwrite(handle.fd, buf, off)
+        handle.dirty = True
+        return written
+
+    async def _index_if_dirty(self, handle: Handle) -> None:
+        if handle.dirty and self.inodes.has_paths(handle.inode):
+            handle.dirty = False
+            await self.writes.changed(self.inodes.path(handle.inode))
+
+    @fuse_errors
+    async def flush(self, fh: int) -> None:
+        # close() returns after FLUSH (RELEASE comes later, asynchronously): index here so a
+        # search right after close() sees the new content.
+        await self._index_if_dirty(self.handles[fh])
+
+    @fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        handle = self.handles[fh]
+        if datasync:
+            os.fdatasync(handle.fd)
+        else:
+            os.fsync(handle.fd)
+        await self._index_if_dirty(handle)
+
+    @fuse_errors
+    async def release(self, fh: int) -> None:
+        handle = self.handles.pop(fh)
+        try:
+            os.close(handle.fd)
+        finally:
+            self.inodes.closed(handle.inode)
+        await self._index_if_dirty(handle)
+
+    # -- extended attributes --------------------------------------------------------------------
+
+    @fuse_errors
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
+        os.setxattr(self.full(self.inodes.path(inode)), name, value, follow_symlinks=False)
+
+    @fuse_errors
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        try:
+            return os.getxattr(self.full(self.inodes.path(inode)), name, follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno == errno.ENODATA:
+                raise FUSEError(pyfuse3.ENOATTR) from None
+            raise
+
+    @fuse_errors
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        names = os.listxattr(self.full(self.inodes.path(inode)), follow_symlinks=False)
+        return [os.fsencode(n) for n in names]
+
+    @fuse_errors
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        os.removexattr(self.full(self.inodes.path(inode)), name, follow_symlinks=False)

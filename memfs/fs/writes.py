@@ -1,0 +1,72 @@
+"""What the mount does when memory files change: index them (off the event loop) before the
+writer's close()/fsync() returns, embed new chunks in the background, and remember our own writes
+so the workspace watcher can tell them from changes made beside the mount."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import trio
+
+from memfs.memory import Memory
+from memfs.workspace import is_memory
+
+log = logging.getLogger(__name__)
+
+
+class MemoryWrites:
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.workspace: Path = memory.cfg.workspace
+        self.extra = memory.cfg.index.extra_paths
+        self._wakeup = trio.Event()
+        # path -> (mtime_ns, size) after our last write, so the watcher skips its own echo.
+        self.own: dict[str, tuple[int, int]] = {}
+
+    def is_memory(self, rel: str) -> bool:
+        return is_memory(rel, self.extra)
+
+    def _note_own(self, rel: str) -> None:
+        try:
+            st = os.stat(self.workspace / rel)
+        except OSError:
+            self.own.pop(rel, None)
+            return
+        self.own[rel] = (st.st_mtime_ns, st.st_size)
+
+    def is_own(self, rel: str, st: os.stat_result) -> bool:
+        return self.own.get(rel) == (st.st_mtime_ns, st.st_size)
+
+    async def changed(self, rel: str) -> None:
+        """A file's content changed through the mount; index it now if it is memory."""
+        self._note_own(rel)
+        if not self.is_memory(rel):
+            return
+        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel)
+        if outcome.pending:
+            self._wakeup.set()
+
+    async def removed(self, rel: str) -> None:
+        self.own.pop(rel, None)
+        await trio.to_thread.run_sync(self.memory.path_removed, rel)
+
+    async def moved(self, old: str, new: str) -> None:
+        self.own.pop(old, None)
+        self._note_own(new)
+        await trio.to_thread.run_sync(self.memory.path_moved, old, new)
+        self._wakeup.set()
+
+    async def embed_worker(self) -> None:
+        """Embeds pending chunks whenever there are some; never on the event loop itself."""
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            while self.memory.pending:
+                embedded = await trio.to_thread.run_sync(self.memory.embed_pending, 16)
+                if not embedded:
+                    break  # provider failing: the chunks stay keyword-only until the next write
+
+    def kick(self) -> None:
+        self._wakeup.set()

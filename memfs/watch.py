@@ -1,0 +1,82 @@
+"""Watching a workspace for changes made by other programs and re-indexing them.
+
+Used by ``memfs watch`` (no FUSE at all) and by the mount, which also passes a callback that
+drops the kernel's cached attributes and pages of the changed paths.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import trio
+import watchfiles
+
+from memfs.memory import Memory
+from memfs.workspace import is_memory
+
+log = logging.getLogger(__name__)
+
+# Called with (workspace-relative path, exists now) for every change, memory file or not.
+OnChange = Callable[[str, bool], Awaitable[None]]
+# Tells whether a change is the echo of a write made through the mount (nothing to do then).
+IsOwn = Callable[[str, os.stat_result], bool]
+
+
+def _relative(workspace: Path, raw: str) -> str | None:
+    try:
+        return Path(raw).relative_to(workspace).as_posix()
+    except ValueError:
+        return None
+
+
+def _reindex(memory: Memory, rel: str) -> None:
+    full = memory.cfg.workspace / rel
+    extra = memory.cfg.index.extra_paths
+    if full.is_dir():
+        for dirpath, _, names in os.walk(full):
+            for name in names:
+                child = (Path(dirpath) / name).relative_to(memory.cfg.workspace).as_posix()
+                if is_memory(child, extra):
+                    memory.file_changed(child)
+    elif full.exists():
+        if is_memory(rel, extra):
+            memory.file_changed(rel)
+    else:
+        memory.path_removed(rel)
+
+
+async def watch_workspace(
+    memory: Memory,
+    on_change: OnChange | None = None,
+    is_own: IsOwn | None = None,
+    ready: trio.Event | None = None,
+    stop: trio.Event | None = None,
+) -> None:
+    workspace = memory.cfg.workspace
+    if ready is not None:
+        ready.set()
+    async for changes in watchfiles.awatch(workspace, debounce=50, step=20, stop_event=stop,
+                                           recursive=True, ignore_permission_denied=True):
+        paths = sorted({rel for _, raw in changes if (rel := _relative(workspace, raw))})
+        embed = False
+        for rel in paths:
+            try:
+                st = os.lstat(workspace / rel)
+                exists = True
+            except FileNotFoundError:
+                st, exists = None, False
+            except OSError as exc:
+                log.warning("watch: cannot stat %s: %s", rel, exc)
+                continue
+            if exists and is_own is not None and st is not None and is_own(rel, st):
+                continue
+            log.info("changed beside the mount: %s", rel)
+            await trio.to_thread.run_sync(_reindex, memory, rel)
+            embed = True
+            if on_change is not None:
+                await on_change(rel, exists)
+        if embed and memory.pending:
+            await trio.to_thread.run_sync(memory.embed_pending)

@@ -71,3 +71,26 @@ def locomo_day() -> Callable[[Path], Path]:
         return target
 
     return copy
+
+
+@pytest.fixture
+def mount_factory(tmp_path: Path):
+    """mount_factory(workspace, agent="main", *extra_cli_args) -> Mounted; all unmounted at teardown."""
+    from mounts import mount, unmount
+
+    made = []
+
+    def factory(ws: Path, agent: str = "main", *extra: str, mnt: Path | None = None):
+        target = mnt or tmp_path / f"mnt-{agent}-{len(made)}"
+        mounted = mount(ws, target, tmp_path / "state", agent, *extra)
+        made.append(mounted)
+        return mounted
+
+    yield factory
+    for mounted in made:
+        unmount(mounted)
+
+
+@pytest.fixture
+def mounted(workspace: Path, mount_factory):
+    return mount_factory(workspace)

@@ -1,0 +1,86 @@
+"""Mounting real memfs filesystems in tests, always unmounted afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs.config import load_config
+from memfs.memory import Memory
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+
+
+def memfs_cli(*args: str, env: dict[str, str] | None = None, input: str | None = None,
+              timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memfs", *args], capture_output=True, text=True,
+                          env={**clean_env(), **(env or {})}, input=input, timeout=timeout)
+
+
+def is_mounted(path: Path) -> bool:
+    with open("/proc/self/mounts") as mounts:
+        return any(line.split()[1] == str(path) for line in mounts)
+
+
+@dataclass
+class Mounted:
+    workspace: Path
+    mnt: Path
+    state: Path
+    agent: str
+
+    @property
+    def pid(self) -> int | None:
+        for record in (self.state / "mounts").glob("*.json"):
+            info = json.loads(record.read_text())
+            if info["mountpoint"] == str(self.mnt):
+                return int(info["pid"])
+        return None
+
+    def memory(self, **settings: str) -> Memory:
+        """A second connection to this mount's index, as another process would have."""
+        overrides = [("state_dir", str(self.state))] + list(settings.items())
+        return Memory(load_config(workspace=self.workspace, agent=self.agent, env={}, overrides=overrides))
+
+    def search_json(self, query: str) -> dict:
+        out = memfs_cli("search", "--json", query, "-w", str(self.workspace), "--agent", self.agent,
+                        env={"MEMFS_STATE_DIR": str(self.state)})
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+
+def mount(workspace: Path, mnt: Path, state: Path, agent: str = "main", *extra: str) -> Mounted:
+    try:
+        mnt.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        pass  # a stale mount answers ENOTCONN; `memfs mount --force` deals with it
+    out = memfs_cli("mount", str(workspace), str(mnt), "--agent", agent, *extra,
+                    env={"MEMFS_STATE_DIR": str(state)})
+    assert out.returncode == 0, out.stderr + out.stdout
+    assert is_mounted(mnt)
+    return Mounted(workspace, mnt, state, agent)
+
+
+def unmount(m: Mounted) -> None:
+    """Unmount however it takes: memfs umount, then lazy fusermount3, then kill the daemon."""
+    if is_mounted(m.mnt):
+        memfs_cli("umount", str(m.mnt), env={"MEMFS_STATE_DIR": str(m.state)}, timeout=60)
+    if is_mounted(m.mnt):
+        subprocess.run(["fusermount3", "-u", "-z", str(m.mnt)], capture_output=True)
+    pid = m.pid
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + 10
+    while is_mounted(m.mnt) and time.monotonic() < deadline:
+        time.sleep(0.05)

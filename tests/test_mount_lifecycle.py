@@ -1,0 +1,145 @@
+"""Mounting, unmounting, crashes and recovery, agents side by side."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write
+from mounts import is_mounted, memfs_cli
+
+pytestmark = pytest.mark.fuse
+
+
+def wait_until(predicate, timeout: float = 30.0, step: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+def test_preflight_errors_mount_nothing(workspace: Path, tmp_path: Path) -> None:
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state")}
+    full = tmp_path / "full"
+    full.mkdir()
+    (full / "x").write_text("x")
+    cases = [
+        ((str(workspace), str(tmp_path / "missing")), "does not exist"),
+        ((str(workspace), str(full)), "not empty"),
+        ((str(tmp_path / "no-ws"), str(tmp_path)), "workspace"),
+        ((str(workspace), str(workspace / "memory")), "inside the workspace"),
+    ]
+    (workspace / "memory" / ".keep").unlink(missing_ok=True)
+    for args, message in cases:
+        out = memfs_cli("mount", *args, env=env)
+        assert out.returncode != 0 and message in out.stderr, (args, out.stderr)
+    assert not any(is_mounted(Path(a[1])) for a, _ in cases)
+
+
+def test_sigterm_unmounts_cleanly(mounted) -> None:
+    pid = mounted.pid
+    os.kill(pid, signal.SIGTERM)
+    assert wait_until(lambda: not is_mounted(mounted.mnt))
+    assert wait_until(lambda: mounted.pid is None)
+
+
+def test_stale_mount_is_detected_and_forced(workspace: Path, mount_factory) -> None:
+    first = mount_factory(workspace)
+    os.kill(first.pid, signal.SIGKILL)
+    assert wait_until(lambda: _stat_errno(first.mnt) == errno.ENOTCONN)
+    env = {"MEMFS_STATE_DIR": str(first.state)}
+    again = memfs_cli("mount", str(workspace), str(first.mnt), env=env)
+    assert again.returncode != 0 and "memfs umount" in again.stderr and "--force" in again.stderr
+    mount_factory(workspace, "main", "--force", mnt=first.mnt)
+    assert (first.mnt / "AGENTS.md").exists()
+
+
+def _stat_errno(path: Path) -> int:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno
+    return 0
+
+
+def test_umount_clears_a_stale_mount(workspace: Path, mount_factory) -> None:
+    m = mount_factory(workspace)
+    os.kill(m.pid, signal.SIGKILL)
+    assert wait_until(lambda: _stat_errno(m.mnt) == errno.ENOTCONN)
+    out = memfs_cli("umount", str(m.mnt), env={"MEMFS_STATE_DIR": str(m.state)})
+    assert out.returncode == 0 and not is_mounted(m.mnt)
+
+
+WRITER = r"""
+import os, sys
+path = sys.argv[1]
+fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+for i in range(100000):
+    os.write(fd, f"- acknowledged record {i:06d}\n".encode())
+    os.fsync(fd)
+    print(i, flush=True)
+"""
+
+
+def test_sigkill_during_writes_loses_no_acknowledged_byte(workspace: Path, mount_factory) -> None:
+    m = mount_factory(workspace)
+    target = m.mnt / "memory" / "2026-11-22.md"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(target)], stdout=subprocess.PIPE, text=True)
+    acked = -1
+    while acked < 200:
+        line = writer.stdout.readline()
+        if not line:
+            break
+        acked = int(line)
+    os.kill(m.pid, signal.SIGKILL)
+    for line in writer.stdout:  # records fsynced before the kill may still be reported
+        acked = int(line)
+    writer.wait(timeout=30)
+    content = (workspace / "memory" / "2026-11-22.md").read_text()
+    for i in range(acked + 1):
+        assert f"- acknowledged record {i:06d}\n" in content
+    memfs_cli("umount", str(m.mnt), env={"MEMFS_STATE_DIR": str(m.state)})
+    healed = mount_factory(workspace, mnt=m.mnt)
+    memory = healed.memory(**{"embedding.provider": "local"})
+    try:
+        hits = memory.search(f"acknowledged record {acked:06d}", max_results=20, min_score=0).results
+        assert any(f"{acked:06d}" in r.snippet for r in hits)
+        assert memory.store.check() == "ok"
+    finally:
+        memory.close()
+
+
+def test_edits_made_while_unmounted_are_reconciled(workspace: Path, mount_factory) -> None:
+    write(workspace / "MEMORY.md", "- The cat is called Biscuit.\n")
+    m = mount_factory(workspace)
+    assert m.search_json("cat name Biscuit")["results"]
+    memfs_cli("umount", str(m.mnt), env={"MEMFS_STATE_DIR": str(m.state)})
+    write(workspace / "MEMORY.md", "- The cat is called Pretzel.\n")
+    write(workspace / "memory" / "2026-11-21.md", "- Adopted a second cat named Waffles.\n")
+    m2 = mount_factory(workspace, mnt=m.mnt)
+    assert any("Pretzel" in r["snippet"] for r in m2.search_json("cat name Pretzel")["results"])
+    assert not any("Biscuit" in r["snippet"] for r in m2.search_json("Biscuit")["results"])
+    assert m2.search_json("Waffles")["results"]
+
+
+def test_second_agent_has_its_own_index(tmp_path: Path, mount_factory) -> None:
+    main_ws, work_ws = tmp_path / "home-ws", tmp_path / "work-ws"
+    write(main_ws / "MEMORY.md", "- Private: the safe combination is PELICAN-42.\n")
+    write(work_ws / "MEMORY.md", "- Work: standup is at nine.\n")
+    main = mount_factory(main_ws, "main")
+    work = mount_factory(work_ws, "work")
+    (work.mnt / "memory").mkdir()
+    (work.mnt / "memory" / "2026-11-22.md").write_text("- Sprint review moved to Friday.\n")
+    assert main.search_json("PELICAN-42")["results"]
+    assert not work.search_json("PELICAN-42 safe combination")["results"]
+    assert not main.search_json("sprint review Friday")["results"]
+    assert work.search_json("sprint review Friday")["results"]
+    assert (tmp_path / "state" / "main.sqlite").exists() and (tmp_path / "state" / "work.sqlite").exists()

@@ -1,0 +1,129 @@
+"""Ordinary programs on a real mount: what they do must match what they do on a plain directory,
+and memory files written by them must be searchable as soon as they finish."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.fuse
+
+
+def sh(cmd: str, cwd: Path, **kwargs) -> subprocess.CompletedProcess:
+    out = subprocess.run(cmd, shell=True, cwd=cwd, capture_output=True, text=True, timeout=120, **kwargs)
+    assert out.returncode == 0, f"{cmd}: {out.stderr}"
+    return out
+
+
+def test_shell_tools(mounted) -> None:
+    mnt, ws = mounted.mnt, mounted.workspace
+    sh("echo 'first line' > notes.txt && echo 'second line' >> notes.txt", mnt)
+    assert (ws / "notes.txt").read_text() == "first line\nsecond line\n"
+    assert sh("cat notes.txt", mnt).stdout == "first line\nsecond line\n"
+    assert "notes.txt:second line" in sh("grep -r 'second' .", mnt).stdout
+    sh("mkdir -p tree/a/b && echo x > tree/a/b/f && ln -s a/b/f tree/link && chmod 640 tree/a/b/f", mnt)
+    sh("cp -a tree tree2", mnt)
+    assert os.readlink(ws / "tree2" / "link") == "a/b/f"
+    assert oct((ws / "tree2" / "a" / "b" / "f").stat().st_mode & 0o777) == "0o640"
+    sh("mv tree2 tree3 && rm -r tree3", mnt)
+    assert not (ws / "tree3").exists() and not (ws / "tree2").exists()
+    sh("tar cf /tmp/memfs-test-$$.tar tree && mkdir untar && tar xf /tmp/memfs-test-$$.tar -C untar && rm /tmp/memfs-test-$$.tar", mnt)
+    assert (ws / "untar" / "tree" / "a" / "b" / "f").read_text() == "x\n"
+    sh("rsync -a tree/ synced/", mnt)
+    assert (ws / "synced" / "a" / "b" / "f").read_text() == "x\n"
+    assert sh("ls -l notes.txt", mnt).stdout.split()[4] == str(len("first line\nsecond line\n"))
+
+
+def test_sed_in_place_reindexes(mounted) -> None:
+    mnt = mounted.mnt
+    (mnt / "memory").mkdir(exist_ok=True)
+    sh("printf '# 2026-11-22\\n\\n## 09:00 - Stack\\nWe picked the Flask framework.\\n' > memory/2026-11-22.md", mnt)
+    assert mounted.search_json("Flask framework")["results"]
+    sh("sed -i 's/Flask/Django/' memory/2026-11-22.md", mnt)
+    results = mounted.search_json("which web framework did we pick")["results"]
+    assert "Django" in results[0]["snippet"] and not any("Flask" in r["snippet"] for r in results)
+
+
+def test_vim_save_and_python_atomic_write(mounted) -> None:
+    mnt, ws = mounted.mnt, mounted.workspace
+    (mnt / "MEMORY.md").write_text("# Memory\n\n- Deploys happen on Tuesday.\n")
+    vim = shutil.which("vim") or shutil.which("vim.tiny")
+    assert vim, "vim is installed by scripts/setup.sh"
+    sh(f"{vim} -u NONE -N -es -c 'set swapfile backup writebackup backupcopy=no' "
+       "-c '%s/Tuesday/Thursday/' -c 'wq' MEMORY.md", mnt, env={**os.environ, "HOME": str(mnt)})
+    assert "Thursday" in (ws / "MEMORY.md").read_text()
+    assert not list(ws.glob(".MEMORY.md.sw*"))
+    results = mounted.search_json("when do deploys happen")["results"]
+    assert results[0]["path"] == "MEMORY.md" and "Thursday" in results[0]["snippet"]
+
+    target = mnt / "memory" / "2026-11-23.md"
+    with tempfile.NamedTemporaryFile("w", dir=mnt / "memory", delete=False, suffix=".tmp") as tmp:
+        tmp.write("# 2026-11-23\n\nThe office moved to Lisbon.\n")
+        tmp.flush()
+        os.fsync(tmp.fileno())
+    os.replace(tmp.name, target)
+    assert target.read_text().endswith("Lisbon.\n")
+    found = mounted.search_json("office Lisbon")["results"]
+    assert found and found[0]["path"] == "memory/2026-11-23.md"
+    assert not any(r["path"].endswith(".tmp") for r in found)
+
+
+def test_git_inside_the_mount(mounted) -> None:
+    mnt = mounted.mnt
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@e", "HOME": str(mnt.parent)}
+    sh("git init -q . && git add -A && git commit -qm init && echo change >> SOUL.md && git commit -qam two",
+       mnt, env=env)
+    assert sh("git log --oneline", mnt, env=env).stdout.count("\n") == 2
+    assert sh("git status --porcelain", mnt, env=env).stdout == ""
+    sh("git fsck --no-progress", mnt, env=env)
+
+
+def test_tail_follows_appends(mounted) -> None:
+    mnt = mounted.mnt
+    log = mnt / "app.log"
+    log.write_text("start\n")
+    tail = subprocess.Popen(["tail", "-f", "-s", "0.1", str(log)], stdout=subprocess.PIPE)
+    try:
+        with open(log, "a") as handle:
+            handle.write("appended\n")
+        deadline = time.monotonic() + 20
+        seen = b""
+        os.set_blocking(tail.stdout.fileno(), False)
+        while b"appended" not in seen and time.monotonic() < deadline:
+            try:
+                seen += os.read(tail.stdout.fileno(), 4096)
+            except BlockingIOError:
+                time.sleep(0.05)
+        assert b"start\nappended\n" in seen
+    finally:
+        tail.kill()
+        tail.wait()
+
+
+def test_odd_opens_do_not_kill_the_daemon(mounted) -> None:
+    mnt = mounted.mnt
+    (mnt / "direct.bin").write_bytes(b"x" * 8192)
+    fd = os.open(mnt / "direct.bin", os.O_RDONLY | os.O_DIRECT)
+    try:
+        os.pread(fd, 4096, 0)
+    except OSError:
+        pass  # an unaligned user buffer may be refused; the daemon must survive either way
+    finally:
+        os.close(fd)
+    os.mkfifo(mnt / "fifo")
+    assert (mnt / "fifo").is_fifo()
+    with pytest.raises(OSError):
+        os.getxattr(mnt / "direct.bin", "user.missing")
+    try:
+        os.setxattr(mnt / "direct.bin", "user.k", b"v")
+        assert os.getxattr(mnt / "direct.bin", "user.k") == b"v"
+    except OSError as exc:
+        assert exc.errno in (95,)  # EOPNOTSUPP where the backing fs has no user xattrs
+    assert (mnt / "direct.bin").stat().st_size == 8192  # still alive

@@ -1,0 +1,169 @@
+"""Differential conformance: long random sequences of file operations applied both to the mount
+and to a plain directory must give the same results, the same errnos and the same final tree.
+
+The operations work inside ``memory/`` so Markdown names are memory files and the indexing hooks
+run on every change, not only the passthrough.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import itertools
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytestmark = pytest.mark.fuse
+
+NAMES = ["a.md", "b.md", "c.txt", "d", "d/e.md", "d/f", "g/h.md"]
+libc = ctypes.CDLL(None, use_errno=True)
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+
+
+def renameat2(src: str, dst: str, flags: int) -> None:
+    if libc.renameat2(-100, os.fsencode(src), -100, os.fsencode(dst), ctypes.c_uint(flags)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+name = st.sampled_from(NAMES)
+data = st.binary(min_size=0, max_size=300)
+mode = st.sampled_from([0o600, 0o644, 0o755, 0o400, 0o700])
+operation = st.one_of(
+    st.tuples(st.just("create"), name, mode),
+    st.tuples(st.just("write"), name, st.integers(0, 600), data),
+    st.tuples(st.just("append"), name, data),
+    st.tuples(st.just("truncate"), name, st.integers(0, 500)),
+    st.tuples(st.just("rename"), name, name, st.sampled_from([0, RENAME_NOREPLACE, RENAME_EXCHANGE])),
+    st.tuples(st.just("link"), name, name),
+    st.tuples(st.just("unlink"), name),
+    st.tuples(st.just("mkdir"), name, st.sampled_from([0o755, 0o700])),
+    st.tuples(st.just("rmdir"), name),
+    st.tuples(st.just("chmod"), name, mode),
+    st.tuples(st.just("symlink"), st.sampled_from(NAMES + ["../x", "/nonexistent"]), name),
+    st.tuples(st.just("fsync"), name),
+    st.tuples(st.just("read"), name),
+    st.tuples(st.just("stat"), name),
+    st.tuples(st.just("listdir"), st.sampled_from(["", "d", "g"])),
+)
+
+
+def apply(root: Path, op: tuple) -> tuple:
+    kind, *args = op
+    p = lambda n: str(root / n)  # noqa: E731
+    try:
+        if kind == "create":
+            os.close(os.open(p(args[0]), os.O_CREAT | os.O_EXCL | os.O_WRONLY, args[1]))
+            return ("ok",)
+        if kind == "write":
+            fd = os.open(p(args[0]), os.O_WRONLY)
+            try:
+                return ("ok", os.pwrite(fd, args[2], args[1]))
+            finally:
+                os.close(fd)
+        if kind == "append":
+            fd = os.open(p(args[0]), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                return ("ok", os.write(fd, args[1]))
+            finally:
+                os.close(fd)
+        if kind == "truncate":
+            os.truncate(p(args[0]), args[1])
+        elif kind == "rename":
+            renameat2(p(args[0]), p(args[1]), args[2])
+        elif kind == "link":
+            os.link(p(args[0]), p(args[1]), follow_symlinks=False)
+        elif kind == "unlink":
+            os.unlink(p(args[0]))
+        elif kind == "mkdir":
+            os.mkdir(p(args[0]), args[1])
+        elif kind == "rmdir":
+            os.rmdir(p(args[0]))
+        elif kind == "chmod":
+            os.chmod(p(args[0]), args[1], follow_symlinks=True)
+        elif kind == "symlink":
+            os.symlink(args[0], p(args[1]))
+        elif kind == "fsync":
+            fd = os.open(p(args[0]), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        elif kind == "read":
+            with open(p(args[0]), "rb") as handle:
+                return ("ok", handle.read())
+        elif kind == "stat":
+            s = os.lstat(p(args[0]))
+            return ("ok", stat.S_IFMT(s.st_mode), stat.S_IMODE(s.st_mode), s.st_nlink,
+                    s.st_size if not stat.S_ISDIR(s.st_mode) else None)
+        elif kind == "listdir":
+            return ("ok", sorted(os.listdir(p(args[0]) if args[0] else str(root))))
+        return ("ok",)
+    except OSError as exc:
+        return ("err", errno.errorcode.get(exc.errno, exc.errno))
+
+
+def tree(root: Path) -> dict[str, tuple]:
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for entry in sorted(dirnames + filenames):
+            full = Path(dirpath) / entry
+            s = os.lstat(full)
+            rel = str(full.relative_to(root))
+            if stat.S_ISLNK(s.st_mode):
+                out[rel] = ("link", os.readlink(full))
+            elif stat.S_ISDIR(s.st_mode):
+                out[rel] = ("dir", stat.S_IMODE(s.st_mode))
+            else:
+                try:
+                    content = full.read_bytes()
+                except PermissionError:
+                    content = b"<unreadable>"
+                out[rel] = ("file", stat.S_IMODE(s.st_mode), s.st_nlink, content)
+    return out
+
+
+@pytest.fixture(scope="module")
+def diff_mount(tmp_path_factory):
+    from mounts import mount, unmount
+
+    base = tmp_path_factory.mktemp("diff")
+    ws = base / "ws"
+    (ws / "memory").mkdir(parents=True)
+    m = mount(ws, base / "mnt", base / "state", "main", "--set", "embedding.provider=none")
+    yield m, base / "native"
+    unmount(m)
+
+
+counter = itertools.count()
+
+
+@settings(max_examples=int(os.environ.get("MEMFS_DIFF_EXAMPLES", "60")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(ops=st.lists(operation, min_size=10, max_size=80))
+def test_mount_behaves_like_a_plain_directory(diff_mount, ops) -> None:
+    m, native_base = diff_mount
+    case = f"case-{next(counter)}"
+    fused = m.mnt / "memory" / case
+    native = native_base / case
+    fused.mkdir()
+    native.mkdir(parents=True)
+    try:
+        for op in ops:
+            expected = apply(native, op)
+            got = apply(fused, op)
+            assert got == expected, f"{op}: mount gave {got}, plain directory gave {expected}"
+        assert tree(fused) == tree(native)
+    finally:
+        for root in (fused, native):
+            for dirpath, dirnames, _ in os.walk(root):
+                for d in dirnames:
+                    os.chmod(Path(dirpath) / d, 0o755)
+        shutil.rmtree(fused, ignore_errors=True)
+        shutil.rmtree(native, ignore_errors=True)

@@ -1,0 +1,142 @@
+"""Write interception on a real mount: read-your-writes, background embedding, changes made beside
+the mount, renames and deletes, ownership of new files."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+pytestmark = pytest.mark.fuse
+
+
+def wait_until(predicate, timeout: float = 30.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_search_right_after_close_sees_the_write(mounted) -> None:
+    memory = mounted.memory()
+    try:
+        for i in range(5):
+            path = mounted.mnt / "memory" / f"2026-11-{10 + i:02d}.md"
+            with open(path, "w") as handle:
+                handle.write(f"# day {i}\n\nThe secret word of day {i} is quokka{i}x.\n")
+            # No waiting: close() has returned, the keyword side must already know.
+            hits = memory.search(f"quokka{i}x", wait_ms=0).results
+            assert hits and hits[0].path == f"memory/2026-11-{10 + i:02d}.md"
+        fd = os.open(mounted.mnt / "MEMORY.md", os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"- fsync makes this visible: wombat77\n")
+        os.fsync(fd)
+        assert memory.search("wombat77", wait_ms=0).results  # before close
+        os.close(fd)
+    finally:
+        memory.close()
+
+
+def test_embedding_runs_off_the_event_loop(mounted) -> None:
+    big = "".join(f"## {h:02d}:00 - Entry {h}\nWe discussed topic number {h} at length, " + "details " * 60 + "\n"
+                  for h in range(200))
+    memory = mounted.memory()
+    try:
+        (mounted.mnt / "memory" / "2026-11-01.md").write_text(big)
+        pending_at_start = memory.pending
+        assert pending_at_start > 10  # the daemon is embedding these now
+        # Meanwhile the filesystem answers: create, write, read, list.
+        for i in range(20):
+            (mounted.mnt / f"side-{i}.txt").write_text(str(i))
+        assert sorted(p.name for p in mounted.mnt.glob("side-*.txt"))[:2] == ["side-0.txt", "side-1.txt"]
+        assert memory.pending > 0, "the other operations finished while embedding was still going on"
+        assert wait_until(lambda: memory.pending == 0, timeout=240)
+        hit = memory.search("topic number 150", wait_ms=0).results[0]
+        assert hit.vector_score > 0
+    finally:
+        memory.close()
+
+
+def test_changes_beside_the_mount_are_seen_and_indexed(mounted) -> None:
+    mnt, ws = mounted.mnt, mounted.workspace
+    (mnt / "MEMORY.md").write_text("- Favourite colour: green.\n")
+    assert (mnt / "MEMORY.md").read_text() == "- Favourite colour: green.\n"  # now in the page cache
+    (ws / "MEMORY.md").write_text("- Favourite colour: ultramarine blue.\n")  # another program
+    assert wait_until(lambda: (mnt / "MEMORY.md").read_text() == "- Favourite colour: ultramarine blue.\n")
+    assert (mnt / "MEMORY.md").stat().st_size == len("- Favourite colour: ultramarine blue.\n")
+    assert wait_until(lambda: bool(mounted.search_json("ultramarine")["results"]), timeout=60)
+    write(ws / "memory" / "2026-11-05.md", "- Planted garlic beside the mount.\n")
+    assert wait_until(lambda: (mnt / "memory" / "2026-11-05.md").exists())
+    assert wait_until(lambda: bool(mounted.search_json("garlic")["results"]), timeout=60)
+    (ws / "memory" / "2026-11-05.md").unlink()
+    assert wait_until(lambda: not (mnt / "memory" / "2026-11-05.md").exists())
+    assert wait_until(lambda: not mounted.search_json("garlic")["results"], timeout=60)
+
+
+def test_unlink_and_rename_move_the_index(mounted) -> None:
+    mnt = mounted.mnt
+    memory = mounted.memory()
+    try:
+        (mnt / "memory" / "2026-11-02.md").write_text("- Capybara sighting at the lake.\n")
+        assert memory.search("capybara", wait_ms=0).results[0].path == "memory/2026-11-02.md"
+        os.rename(mnt / "memory" / "2026-11-02.md", mnt / "memory" / "2026-11-03.md")
+        assert memory.search("capybara", wait_ms=0).results[0].path == "memory/2026-11-03.md"
+        os.rename(mnt / "memory" / "2026-11-03.md", mnt / "archived-note.md")  # no longer memory
+        assert not memory.search("capybara", wait_ms=0).results
+        os.rename(mnt / "archived-note.md", mnt / "memory" / "2026-11-04.md")  # back into memory
+        assert memory.search("capybara", wait_ms=0).results[0].path == "memory/2026-11-04.md"
+        os.rename(mnt / "memory", mnt / "memory-old")  # a whole directory moves out
+        assert not memory.search("capybara", wait_ms=0).results
+        os.rename(mnt / "memory-old", mnt / "memory")
+        assert memory.search("capybara", wait_ms=0).results
+        os.unlink(mnt / "memory" / "2026-11-04.md")
+        assert not memory.search("capybara", wait_ms=0).results
+        (mnt / "notes.txt").write_text("capybara in a plain file is not memory\n")
+        assert not memory.search("capybara", wait_ms=0).results
+    finally:
+        memory.close()
+
+
+SET_USER = """
+import os, sys
+os.setgid(65534); os.setuid(65534)
+os.umask(0o027)
+fd = os.open(sys.argv[1], os.O_CREAT | os.O_WRONLY, 0o666); os.close(fd)
+os.mkdir(sys.argv[2], 0o777)
+"""
+
+
+@pytest.fixture
+def world_dir():
+    """A directory other users can traverse (pytest's tmp dirs are private to root); requested
+    before mount_factory so it is removed after the mount is gone."""
+    base = Path(tempfile.mkdtemp(prefix="memfs-perm-"))
+    os.chmod(base, 0o755)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
+def test_create_gives_callers_uid_gid_and_mode(world_dir: Path, workspace: Path, mount_factory) -> None:
+    m = mount_factory(workspace, mnt=world_dir / "mnt")
+    os.chmod(workspace, 0o777)
+    f, d = m.mnt / "by-nobody.txt", m.mnt / "dir-by-nobody"
+    out = subprocess.run([sys.executable, "-c", SET_USER, str(f), str(d)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    st = (workspace / "by-nobody.txt").stat()
+    assert (st.st_uid, st.st_gid, st.st_mode & 0o777) == (65534, 65534, 0o640)
+    st = (workspace / "dir-by-nobody").stat()
+    assert (st.st_uid, st.st_mode & 0o777) == (65534, 0o750)
+    # The kernel enforces permissions for everyone else (default_permissions).
+    os.chmod(workspace / "by-nobody.txt", 0o600)
+    denied = subprocess.run([sys.executable, "-c", "import os,sys; os.setuid(65533); open(sys.argv[1]).read()",
+                             str(f)], capture_output=True, text=True)
+    assert "Permission denied" in denied.stderr

@@ -90,8 +90,14 @@ class SyncConfig:
 
 @dataclass
 class MountConfig:
-    entry_timeout_s: float = 1.0
-    attr_timeout_s: float = 1.0
+    # The kernel may cache names and attributes this long; changes made beside the mount are
+    # invalidated explicitly by the watcher, so the timeouts can be long.
+    entry_timeout_s: float = 10.0
+    attr_timeout_s: float = 10.0
+    watch: bool = True  # watch the workspace for changes made beside the mount
+    # Pass extended attributes through.  Off: they are unsupported (EOPNOTSUPP), which spares
+    # the kernel's security.capability lookup before every write.
+    xattrs: bool = False
 
 
 @dataclass

@@ -3,6 +3,7 @@ and memory files written by them must be searchable as soon as they finish."""
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -119,11 +120,27 @@ def test_odd_opens_do_not_kill_the_daemon(mounted) -> None:
         os.close(fd)
     os.mkfifo(mnt / "fifo")
     assert (mnt / "fifo").is_fifo()
-    with pytest.raises(OSError):
-        os.getxattr(mnt / "direct.bin", "user.missing")
-    try:
-        os.setxattr(mnt / "direct.bin", "user.k", b"v")
-        assert os.getxattr(mnt / "direct.bin", "user.k") == b"v"
-    except OSError as exc:
-        assert exc.errno in (95,)  # EOPNOTSUPP where the backing fs has no user xattrs
+    for call in (lambda: os.getxattr(mnt / "direct.bin", "user.k"), lambda: os.setxattr(mnt / "direct.bin", "user.k", b"v"),
+                 lambda: os.listxattr(mnt / "direct.bin")):
+        with pytest.raises(OSError) as raised:
+            call()
+        assert raised.value.errno == errno.EOPNOTSUPP  # xattrs are off by default: cleanly unsupported
     assert (mnt / "direct.bin").stat().st_size == 8192  # still alive
+
+
+def test_xattrs_pass_through_when_enabled(workspace, mount_factory) -> None:
+    m = mount_factory(workspace, "main", "--set", "mount.xattrs=true")
+    target = m.mnt / "tagged.txt"
+    target.write_text("x")
+    try:
+        os.setxattr(target, "user.colour", b"blue")
+    except OSError as exc:
+        assert exc.errno == errno.EOPNOTSUPP  # the backing filesystem has no user xattrs
+        pytest.skip("backing filesystem without user xattrs")
+    assert os.getxattr(target, "user.colour") == b"blue"
+    assert "user.colour" in os.listxattr(target)
+    assert os.getxattr(m.workspace / "tagged.txt", "user.colour") == b"blue"
+    os.removexattr(target, "user.colour")
+    with pytest.raises(OSError) as raised:
+        os.getxattr(target, "user.colour")
+    assert raised.value.errno == errno.ENODATA

@@ -149,7 +149,8 @@ class Daemon:
         self.mountpoint = mountpoint
         self.memory = Memory(cfg)
         self.writes = MemoryWrites(self.memory)
-        self.ops = Passthrough(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s)
+        self.ops = Passthrough(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,
+                               cfg.mount.xattrs)
 
     async def _invalidate(self, rel: str, exists: bool) -> None:
         """Something changed beside the mount: make the kernel forget what it cached of it."""
@@ -177,10 +178,11 @@ class Daemon:
     async def _serve(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.writes.embed_worker)
-            nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own)
+            if self.cfg.mount.watch:
+                nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own)
             nursery.start_soon(self._signals, nursery.cancel_scope)
             self.writes.kick()  # embed whatever reconciliation left pending
-            await pyfuse3.main()
+            await pyfuse3.main(min_tasks=4, max_tasks=64)
             nursery.cancel_scope.cancel()
 
     def run(self, on_ready: callable | None = None) -> None:  # type: ignore[valid-type]

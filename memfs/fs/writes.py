@@ -24,6 +24,8 @@ class MemoryWrites:
         self._wakeup = trio.Event()
         # path -> (mtime_ns, size) after our last write, so the watcher skips its own echo.
         self.own: dict[str, tuple[int, int]] = {}
+        # paths open for writing through the mount: their inotify events are ours (mid-write)
+        self.writing: dict[str, int] = {}
 
     def is_memory(self, rel: str) -> bool:
         return is_memory(rel, self.extra)
@@ -37,7 +39,17 @@ class MemoryWrites:
         self.own[rel] = (st.st_mtime_ns, st.st_size)
 
     def is_own(self, rel: str, st: os.stat_result) -> bool:
-        return self.own.get(rel) == (st.st_mtime_ns, st.st_size)
+        return rel in self.writing or self.own.get(rel) == (st.st_mtime_ns, st.st_size)
+
+    def open_for_write(self, rel: str) -> None:
+        self.writing[rel] = self.writing.get(rel, 0) + 1
+
+    def closed_for_write(self, rel: str) -> None:
+        left = self.writing.get(rel, 0) - 1
+        if left > 0:
+            self.writing[rel] = left
+        else:
+            self.writing.pop(rel, None)
 
     async def changed(self, rel: str) -> None:
         """A file's content changed through the mount; index it now if it is memory."""

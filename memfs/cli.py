@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from memfs.config import Config, ConfigError, load_config, parse_override
-from memfs.memory import GetError, Memory
+from memfs.memory import GetError, Memory, UnknownMode
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 from memfs.workspace import init_workspace
@@ -217,6 +217,21 @@ def status(as_json: bool, **opts: Any) -> None:
     finally:
         memory.close()
     click.echo(json.dumps(info) if as_json else render_status(info), nl=not as_json)
+
+
+@main.command()
+@click.argument("mode", required=False, default="main")
+@global_options
+def context(mode: str, **opts: Any) -> None:
+    """Print the context bundle (main, or shared without MEMORY.md); same bytes as context/MODE.md."""
+    cfg = _config(**opts)
+    memory = _memory(cfg)
+    try:
+        click.echo(memory.bundle(mode), nl=False)
+    except UnknownMode as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        memory.close()
 
 
 @main.command("config")

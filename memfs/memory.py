@@ -6,6 +6,7 @@ bundle, status, file_changed and ingest_sync.  Nothing here knows about FUSE or 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
@@ -21,7 +22,8 @@ from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_pr
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import SearchParams, SearchResponse, hybrid_search
 from memfs.index.store import Store
-from memfs.workspace import OutsideWorkspace, is_memory, relative
+from memfs.render import bundle as bundle_render
+from memfs.workspace import OutsideWorkspace, is_memory, relative, timezone, today
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +52,13 @@ class GetResult:
 
 
 class GetError(ValueError):
+    pass
+
+
+BUNDLE_MODES = ("main", "shared")
+
+
+class UnknownMode(ValueError):
     pass
 
 
@@ -268,6 +277,27 @@ class Memory:
         next_from = to_line + 1 if to_line < total else None
         body = "\n".join(picked) + ("\n" if picked else "")
         return GetResult(rel, from_line, to_line, total, body, next_from)
+
+    def bundle(self, mode: str, now: dt.datetime | None = None) -> str:
+        """The prompt bundle of ``mode`` (main: everything; shared: without private files)."""
+        if mode not in BUNDLE_MODES:
+            raise UnknownMode(f"unknown context mode {mode!r}: use main or shared")
+        settings = self.cfg.bundle
+        day = today(timezone(settings.timezone), now)
+        names = {"today": day.isoformat(), "yesterday": (day - dt.timedelta(days=1)).isoformat()}
+        files = []
+        for pattern in settings.files:
+            rel = pattern.format(**names)
+            if mode == "shared" and rel in settings.private_files:
+                continue
+            full = self.cfg.workspace / rel
+            try:
+                text = full.read_bytes().decode("utf-8", errors="replace") if full.is_file() else None
+            except OSError:
+                text = None
+            files.append(bundle_render.BundleFile(rel, text))
+        sections = bundle_render.build(files, settings.total_tokens, settings.per_file_tokens)
+        return bundle_render.render(mode, day.isoformat(), sections, settings.total_tokens)
 
     def status(self) -> dict[str, object]:
         counts = self.store.counts()

@@ -24,7 +24,8 @@ import pyfuse3
 import trio
 
 from memfs.config import Config
-from memfs.fs.passthrough import Passthrough
+from memfs.fs.operations import MemfsOperations
+from memfs.fs.virtual import VirtualTree
 from memfs.fs.writes import MemoryWrites
 from memfs.memory import Memory
 from memfs.watch import watch_workspace
@@ -149,8 +150,8 @@ class Daemon:
         self.mountpoint = mountpoint
         self.memory = Memory(cfg)
         self.writes = MemoryWrites(self.memory)
-        self.ops = Passthrough(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,
-                               cfg.mount.xattrs)
+        self.ops = MemfsOperations(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,
+                                   cfg.mount.xattrs, virtual=VirtualTree(self.memory, str(mountpoint)))
 
     async def _invalidate(self, rel: str, exists: bool) -> None:
         """Something changed beside the mount: make the kernel forget what it cached of it."""

@@ -74,6 +74,7 @@ class Handle:
 class DirHandle:
     inode: int
     entries: list[tuple[str, os.stat_result]] = field(default_factory=list)
+    extra: list[tuple[str, pyfuse3.EntryAttributes]] = field(default_factory=list)  # not backed by a file
 
 
 class Passthrough(pyfuse3.Operations):
@@ -227,9 +228,15 @@ class Passthrough(pyfuse3.Operations):
                 except FileNotFoundError:
                     continue
         entries.sort(key=lambda e: e[0])
+        hidden = self.shadowed_names(inode)
+        entries = [e for e in entries if e[0] not in hidden]
         fh = self._new_fh()
         self.dirs[fh] = DirHandle(inode, entries)
         return fh
+
+    def shadowed_names(self, inode: int) -> frozenset[str]:
+        """Names in a directory that something else answers for (virtual files)."""
+        return frozenset()
 
     @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
@@ -237,7 +244,12 @@ class Passthrough(pyfuse3.Operations):
         base = self.inodes.path(handle.inode) if self.inodes.has_paths(handle.inode) else None
         if base is None:
             return
-        for index in range(start_id, len(handle.entries)):
+        for index in range(start_id, len(handle.entries) + len(handle.extra)):
+            if index >= len(handle.entries):
+                name, attrs = handle.extra[index - len(handle.entries)]
+                if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, index + 1):
+                    return
+                continue
             name, st = handle.entries[index]
             rel = f"{base}/{name}" if base else name
             inode = self.inodes.remember(rel, (st.st_dev, st.st_ino), count_lookup=False)

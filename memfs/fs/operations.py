@@ -1,0 +1,239 @@
+"""The mount's operations: virtual nodes (search/, context/, .memfs/) first, the passthrough for
+everything else.  Virtual nodes are read-only: every change to them fails with EROFS."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import time
+from typing import Any
+
+import pyfuse3
+import trio
+from pyfuse3 import FUSEError
+
+from memfs.fs.inodes import ROOT
+from memfs.fs.passthrough import DirHandle, Passthrough, fuse_errors
+from memfs.fs.virtual import ROOT_NAMES, VirtualError, VirtualTree, VNode
+
+
+class MemfsOperations(Passthrough):
+    def __init__(self, *args: Any, virtual: VirtualTree, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.virtual = virtual
+        self.vhandles: dict[int, bytes] = {}
+        st = os.stat(self.root)
+        self.owner = (st.st_uid, st.st_gid)
+        self.started_ns = time.time_ns()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def vattrs(self, node: VNode) -> pyfuse3.EntryAttributes:
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = node.inode
+        entry.entry_timeout = 0  # results change with the index: always ask again
+        entry.attr_timeout = 0
+        entry.st_mode = (stat.S_IFDIR | 0o555) if node.is_dir else (stat.S_IFREG | 0o444)
+        entry.st_nlink = 2 if node.is_dir else 1
+        entry.st_uid, entry.st_gid = self.owner
+        entry.st_size = 0 if node.is_dir else len(node.content)
+        entry.st_blksize = 4096
+        entry.st_blocks = (entry.st_size + 511) // 512
+        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = self.started_ns
+        return entry
+
+    def _virtual_child(self, parent: int, name: bytes) -> bool:
+        return self.virtual.owns(parent) or (parent == ROOT and os.fsdecode(name) in ROOT_NAMES)
+
+    def _node(self, inode: int) -> VNode:
+        node = self.virtual.nodes.get(inode)
+        if node is None:
+            raise FUSEError(errno.ENOENT)
+        return node
+
+    async def _rendered(self, node: VNode) -> bytes:
+        if node.is_dir:
+            return b""
+        return await trio.to_thread.run_sync(self.virtual.refresh, node)
+
+    def shadowed_names(self, inode: int) -> frozenset[str]:
+        return frozenset(ROOT_NAMES) if inode == ROOT else frozenset()
+
+    # -- reading --------------------------------------------------------------------------------
+
+    @fuse_errors
+    async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        if not self._virtual_child(parent_inode, name):
+            return await super().lookup(parent_inode, name, ctx)
+        if name == b"..":
+            node = self._node(parent_inode)
+            return self.vattrs(self._node(node.parent)) if node.parent != ROOT else await super().getattr(ROOT, ctx)
+        try:
+            node = self.virtual.lookup(parent_inode if self.virtual.owns(parent_inode) else 1, os.fsdecode(name))
+        except VirtualError as exc:
+            raise FUSEError(exc.errno) from None
+        await self._rendered(node)
+        return self.vattrs(node)
+
+    @fuse_errors
+    async def getattr(self, inode: int, ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
+        if not self.virtual.owns(inode):
+            return await super().getattr(inode, ctx)
+        node = self._node(inode)
+        await self._rendered(node)
+        return self.vattrs(node)
+
+    @fuse_errors
+    async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
+        if not self.virtual.owns(inode):
+            fh = await super().opendir(inode, ctx)
+            if inode == ROOT:
+                self.dirs[fh].extra = [(n, self.vattrs(self.virtual.nodes[self.virtual.roots[n]])) for n in ROOT_NAMES]
+            return fh
+        extra = []
+        for child in self.virtual.listing(inode):
+            await self._rendered(child)
+            extra.append((child.name, self.vattrs(child)))
+        fh = self._new_fh()
+        self.dirs[fh] = DirHandle(inode, [], extra)
+        return fh
+
+    @fuse_errors
+    async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
+        handle = self.dirs[fh]
+        if not self.virtual.owns(handle.inode):
+            return await super().readdir(fh, start_id, token)
+        for index in range(start_id, len(handle.extra)):
+            name, attrs = handle.extra[index]
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, index + 1):
+                return
+
+    @fuse_errors
+    async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        if not self.virtual.owns(inode):
+            return await super().open(inode, flags, ctx)
+        if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            raise FUSEError(errno.EROFS)
+        node = self._node(inode)
+        if node.is_dir:
+            raise FUSEError(errno.EISDIR)
+        fh = self._new_fh()
+        self.vhandles[fh] = await self._rendered(node)  # this handle's snapshot
+        self.virtual.note_query(node)
+        info = pyfuse3.FileInfo(fh=fh)
+        info.direct_io = True  # no page cache: every open reads its own rendering
+        return info
+
+    @fuse_errors
+    async def read(self, fh: int, off: int, size: int) -> bytes:
+        data = self.vhandles.get(fh)
+        if data is None:
+            return await super().read(fh, off, size)
+        return data[off : off + size]
+
+    @fuse_errors
+    async def flush(self, fh: int) -> None:
+        if fh not in self.vhandles:
+            await super().flush(fh)
+
+    @fuse_errors
+    async def fsync(self, fh: int, datasync: bool) -> None:
+        if fh not in self.vhandles:
+            await super().fsync(fh, datasync)
+
+    @fuse_errors
+    async def release(self, fh: int) -> None:
+        if self.vhandles.pop(fh, None) is None:
+            await super().release(fh)
+
+    @fuse_errors
+    async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
+        if self.virtual.owns(inode):
+            raise FUSEError(errno.EINVAL)
+        return await super().readlink(inode, ctx)
+
+    # -- everything that would change a virtual node: EROFS --------------------------------------
+
+    def _refuse(self, *parents_or_inodes: int, names: tuple[bytes, ...] = ()) -> None:
+        for inode in parents_or_inodes:
+            if self.virtual.owns(inode):
+                raise FUSEError(errno.EROFS)
+        for parent, name in zip(parents_or_inodes, names):
+            if parent == ROOT and os.fsdecode(name) in ROOT_NAMES:
+                raise FUSEError(errno.EROFS)
+
+    @fuse_errors
+    async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
+                      fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        self._refuse(inode)
+        return await super().setattr(inode, attr, fields, fh, ctx)
+
+    @fuse_errors
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._refuse(parent_inode, names=(name,))
+        return await super().create(parent_inode, name, mode, flags, ctx)
+
+    @fuse_errors
+    async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        self._refuse(parent_inode, names=(name,))
+        return await super().mkdir(parent_inode, name, mode, ctx)
+
+    @fuse_errors
+    async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
+                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        self._refuse(parent_inode, names=(name,))
+        return await super().mknod(parent_inode, name, mode, rdev, ctx)
+
+    @fuse_errors
+    async def symlink(self, parent_inode: int, name: bytes, target: bytes,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        self._refuse(parent_inode, names=(name,))
+        return await super().symlink(parent_inode, name, target, ctx)
+
+    @fuse_errors
+    async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
+                   ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        self._refuse(inode, new_parent_inode, names=(b"", new_name))
+        return await super().link(inode, new_parent_inode, new_name, ctx)
+
+    @fuse_errors
+    async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._refuse(parent_inode, names=(name,))
+        await super().unlink(parent_inode, name, ctx)
+
+    @fuse_errors
+    async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._refuse(parent_inode, names=(name,))
+        await super().rmdir(parent_inode, name, ctx)
+
+    @fuse_errors
+    async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
+                     flags: int, ctx: pyfuse3.RequestContext) -> None:
+        self._refuse(parent_inode_old, parent_inode_new, names=(name_old, name_new))
+        await super().rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
+
+    @fuse_errors
+    async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._refuse(inode)
+        await super().setxattr(inode, name, value, ctx)
+
+    @fuse_errors
+    async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        self._refuse(inode)
+        await super().removexattr(inode, name, ctx)
+
+    @fuse_errors
+    async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
+        if self.virtual.owns(inode):
+            self._xattrs_enabled()
+            raise FUSEError(pyfuse3.ENOATTR)
+        return await super().getxattr(inode, name, ctx)
+
+    @fuse_errors
+    async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
+        if self.virtual.owns(inode):
+            self._xattrs_enabled()
+            return []
+        return await super().listxattr(inode, ctx)

@@ -1,0 +1,186 @@
+"""Virtual files on the mount: ``search/[OPTIONS/]<query>.md|.json``, ``context/<mode>.md`` and
+``.memfs/status``.  They are read-only (EROFS on any change) and rendered by the same Memory call
+and renderer as the matching CLI command, so both print the same bytes.
+
+A file's bytes are rendered when it is looked up or opened; ``stat`` reports the size of the bytes
+the next open will read, and an open handle keeps its own snapshot, so a reader never sees a
+result change under it.  Search results are cached per index generation.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from memfs.memory import BUNDLE_MODES, Memory
+from memfs.render.results import render_json, render_markdown
+from memfs.render.status import render_status
+
+FIRST_INODE = 1 << 48  # far above anything the passthrough allocates
+SEARCH, CONTEXT, META = "search", "context", ".memfs"
+ROOT_NAMES = (SEARCH, CONTEXT, META)
+RECENT_QUERIES = 50
+NAME_MAX = 255
+MAX_QUERY_NODES = 2000
+_OPTION = re.compile(r"^(n|min)=([0-9.]+)$")
+
+
+class VirtualError(Exception):
+    def __init__(self, errno_: int) -> None:
+        super().__init__(errno_)
+        self.errno = errno_
+
+
+@dataclass
+class VNode:
+    inode: int
+    name: str
+    parent: int  # inode of the parent (1 for the mount's root)
+    is_dir: bool
+    render: Callable[[], bytes] | None = None  # files only
+    content: bytes = b""
+    rendered_at: int = -1  # index generation of `content` (-1: never rendered)
+    children: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    max_results: int | None = None
+    min_score: float | None = None
+
+
+def parse_options(name: str) -> SearchOptions | None:
+    """``n=10,min=0.2`` -> options; None if the name is not an options folder."""
+    values: dict[str, str] = {}
+    for part in name.split(","):
+        match = _OPTION.match(part)
+        if not match or match.group(1) in values:
+            return None
+        values[match.group(1)] = match.group(2)
+    try:
+        n = int(values["n"]) if "n" in values else None
+        minimum = float(values["min"]) if "min" in values else None
+    except ValueError:
+        return None
+    if (n is not None and not 1 <= n <= 100) or (minimum is not None and not 0 <= minimum <= 1):
+        return None
+    return SearchOptions(n, minimum)
+
+
+def split_query(name: str) -> tuple[str, str] | None:
+    """``what we decided.md`` -> ("what we decided", "md"); None for other names."""
+    for ext in ("md", "json"):
+        if name.endswith("." + ext) and len(name) > len(ext) + 1:
+            query = name[: -len(ext) - 1]
+            if query.strip():
+                return query, ext
+    return None
+
+
+class VirtualTree:
+    def __init__(self, memory: Memory, mounted_at: str) -> None:
+        self.memory = memory
+        self.mounted_at = mounted_at
+        self.nodes: dict[int, VNode] = {}
+        self._next = FIRST_INODE
+        self.recent: OrderedDict[str, None] = OrderedDict()  # query file names, newest last
+        self.roots = {name: self._add(name, 1, True).inode for name in ROOT_NAMES}
+        for mode in BUNDLE_MODES:
+            self._add(f"{mode}.md", self.roots[CONTEXT], False, lambda m=mode: self.memory.bundle(m).encode())
+        self._add("status", self.roots[META], False, self._status)
+
+    def owns(self, inode: int) -> bool:
+        return inode >= FIRST_INODE
+
+    def _add(self, name: str, parent: int, is_dir: bool, render: Callable[[], bytes] | None = None) -> VNode:
+        node = VNode(self._next, name, parent, is_dir, render)
+        self._next += 1
+        self.nodes[node.inode] = node
+        if parent in self.nodes:
+            self.nodes[parent].children[name] = node.inode
+        return node
+
+    def _status(self) -> bytes:
+        info = self.memory.status()
+        info["mounted_at"] = self.mounted_at
+        return render_status(info).encode()
+
+    def _search_renderer(self, query: str, ext: str, options: SearchOptions) -> Callable[[], bytes]:
+        def render() -> bytes:
+            response = self.memory.search(query, max_results=options.max_results, min_score=options.min_score)
+            text = render_json(response) if ext == "json" else render_markdown(response)
+            return text.encode()
+
+        return render
+
+    def lookup(self, parent: int, name: str) -> VNode:
+        """The child ``name`` of virtual dir ``parent``; creates search result nodes on demand."""
+        if len(os.fsencode(name)) > NAME_MAX:
+            raise VirtualError(errno.ENAMETOOLONG)  # FUSE passes longer names on; a file system must not
+        if parent == 1:
+            if name not in self.roots:
+                raise VirtualError(errno.ENOENT)
+            return self.nodes[self.roots[name]]
+        node = self.nodes.get(parent)
+        if node is None or not node.is_dir:
+            raise VirtualError(errno.ENOENT)
+        if name in node.children and name != "":
+            child = self.nodes.get(node.children[name])
+            if child is not None:
+                return child
+        in_search_root = parent == self.roots[SEARCH]
+        in_options = node.parent == self.roots[SEARCH]
+        if in_search_root and (options := parse_options(name)) is not None:
+            return self._add(name, parent, True)
+        if in_search_root or in_options:
+            parsed = split_query(name)
+            if parsed is None:
+                raise VirtualError(errno.ENOENT)
+            options = parse_options(node.name) if in_options else SearchOptions()
+            assert options is not None
+            self._trim()
+            child = self._add(name, parent, False, self._search_renderer(parsed[0], parsed[1], options))
+            return child
+        raise VirtualError(errno.ENOENT)
+
+    def _trim(self) -> None:
+        files = [n for n in self.nodes.values() if self.is_search(n)]
+        for old in files[: max(0, len(files) - MAX_QUERY_NODES)]:
+            self.nodes[old.parent].children.pop(old.name, None)
+            del self.nodes[old.inode]
+
+    def is_search(self, node: VNode) -> bool:
+        parent = self.nodes.get(node.parent)
+        return node.render is not None and parent is not None and (
+            parent.inode == self.roots[SEARCH] or parent.parent == self.roots[SEARCH])
+
+    def note_query(self, node: VNode) -> None:
+        if node.parent == self.roots[SEARCH] and node.render is not None:
+            self.recent.pop(node.name, None)
+            self.recent[node.name] = None
+            while len(self.recent) > RECENT_QUERIES:
+                self.recent.popitem(last=False)
+
+    def refresh(self, node: VNode) -> bytes:
+        """Render ``node`` again unless the index has not moved since its last rendering (blocking:
+        call it off the event loop)."""
+        assert node.render is not None
+        generation = self.memory.store.generation
+        # Search results depend on the index only: cache them per generation (unless chunks are
+        # still waiting for vectors).  Bundles read any file and status changes by the second.
+        cacheable = self.is_search(node) and not self.memory.pending
+        if node.rendered_at != generation or not cacheable:
+            node.content = node.render()
+            node.rendered_at = generation
+        return node.content
+
+    def listing(self, inode: int) -> list[VNode]:
+        node = self.nodes[inode]
+        if inode == self.roots[SEARCH]:
+            names = list(reversed(self.recent))
+            return [self.nodes[node.children[n]] for n in names if n in node.children]
+        return [self.nodes[i] for _, i in sorted(node.children.items())]

@@ -1,0 +1,84 @@
+"""The context bundle: order, budgets, fairness, truncation markers, modes, determinism."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+from memfs.index import tokens
+from memfs.memory import UnknownMode
+from memfs.render.bundle import allocate, truncate
+
+NOW = dt.datetime(2026, 11, 22, 23, 30, tzinfo=dt.timezone.utc)
+
+
+def test_allocation_is_fair_water_filling() -> None:
+    assert allocate([100, 200], 1000, 3000) == [100, 200]
+    assert allocate([10_000, 100, 10_000], 1000, 3000) == [450, 100, 450]
+    assert allocate([10_000, 10_000], 8000, 3000) == [3000, 3000]  # per-file cap
+    assert sum(allocate([5000, 7, 900, 4000], 2000, 3000)) == 2000
+
+
+def test_truncation_keeps_head_and_tail_with_a_marker() -> None:
+    text = "".join(f"line {i} " + "word " * 20 + "\n" for i in range(1, 201))
+    body, included, cut = truncate("AGENTS.md", text, 300)
+    assert cut and included <= 300
+    lines = body.split("\n")
+    assert lines[0].startswith("line 1 ") and body.rstrip("\n").endswith("word ")
+    assert "line 200 " in body
+    marker = next(line for line in lines if line.startswith("[… memfs:"))
+    assert "tokens cut here" in marker and "sed -n" in marker and "memfs get AGENTS.md --from" in marker
+
+
+def _bundle_ws(ws: Path) -> None:
+    write(ws / "MEMORY.md", "- PRIVATE-MARKER-7731: the user's bank is Northwind.\n")
+    write(ws / "memory" / "2026-11-22.md", "- today entry\n")
+    write(ws / "memory" / "2026-11-21.md", "- yesterday entry\n")
+
+
+def test_order_modes_and_private_memory(workspace: Path, make_memory) -> None:
+    _bundle_ws(workspace)
+    memory = make_memory(workspace, embedding__provider="none", bundle__timezone="UTC")
+    main = memory.bundle("main", now=NOW)
+    headers = [line[11:] for line in main.split("\n") if line.startswith("## source: ")]
+    assert headers == ["AGENTS.md", "SOUL.md", "USER.md", "TOOLS.md", "memory/2026-11-22.md",
+                       "memory/2026-11-21.md", "MEMORY.md"]
+    assert "PRIVATE-MARKER-7731" in main
+    shared = memory.bundle("shared", now=NOW)
+    assert "PRIVATE-MARKER-7731" not in shared and "## source: MEMORY.md" not in shared
+    assert main.startswith("# memfs context: main (2026-11-22)")
+    assert "| file | tokens included / total | truncated |" in main
+    assert memory.bundle("main", now=NOW) == main  # deterministic
+    with pytest.raises(UnknownMode):
+        memory.bundle("MAIN", now=NOW)
+
+
+def test_today_follows_the_configured_time_zone(workspace: Path, make_memory) -> None:
+    _bundle_ws(workspace)
+    write(workspace / "memory" / "2026-11-23.md", "- tomorrow in UTC terms\n")
+    tokyo = make_memory(workspace, embedding__provider="none", bundle__timezone="Asia/Tokyo").bundle("main", now=NOW)
+    assert "## source: memory/2026-11-23.md" in tokyo and "## source: memory/2026-11-22.md" in tokyo  # 08:30 next day there
+
+
+def test_missing_files_get_a_note(tmp_path: Path, make_memory) -> None:
+    write(tmp_path / "ws" / "AGENTS.md", "rules\n")
+    memory = make_memory(tmp_path / "ws", embedding__provider="none", bundle__timezone="UTC")
+    text = memory.bundle("main", now=NOW)
+    assert "_(missing: SOUL.md does not exist yet)_" in text
+    assert "| SOUL.md | 0 / 0 | missing |" in text
+
+
+def test_a_huge_agents_file_does_not_starve_the_others(workspace: Path, make_memory) -> None:
+    _bundle_ws(workspace)
+    write(workspace / "AGENTS.md", "".join(f"rule {i}: " + "be careful " * 30 + "\n" for i in range(3000)))
+    memory = make_memory(workspace, embedding__provider="none", bundle__timezone="UTC",
+                         bundle__total_tokens=2000, bundle__per_file_tokens=5000)
+    text = memory.bundle("main", now=NOW)
+    for must in ("today entry", "yesterday entry", "PRIVATE-MARKER-7731", "SOUL.md —", "USER.md —"):
+        assert must in text
+    assert "| AGENTS.md |" in text and "| yes |" in text
+    body = text.split("\n## source: AGENTS.md\n", 1)[1].split("\n## source: SOUL.md\n", 1)[0]
+    assert tokens.count(body) < 2000 and "tokens cut here" in body

@@ -1,0 +1,128 @@
+"""Virtual files on a real mount: search/, context/, .memfs/status."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import write
+from mounts import memfs_cli
+
+pytestmark = pytest.mark.fuse
+
+
+@pytest.fixture
+def vmount(workspace: Path, mount_factory, locomo_day):
+    locomo_day(workspace)
+    write(workspace / "MEMORY.md", "# Memory\n\n- PRIVATE-MARKER-5521: the spare key is under the blue pot.\n")
+    return mount_factory(workspace, "main", "--set", "bundle.timezone=UTC")
+
+
+def run(*cmd: str, cwd: Path) -> bytes:
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, check=True, timeout=120).stdout
+
+
+def test_search_file_matches_cli_and_every_reader(vmount) -> None:
+    mnt = vmount.mnt
+    q = "When did Caroline go to the LGBTQ support group?"
+    path = mnt / "search" / f"{q}.md"
+    body = path.read_bytes()
+    text = body.decode()
+    assert text.startswith(f"# memfs search: {q}\n")
+    assert "memory/2023-05-08.md#L" in text and "score " in text and "```" in text
+    assert "sed -n '" in text.splitlines()[-1]
+    cli = memfs_cli("search", q, "-w", str(vmount.workspace), env={"MEMFS_STATE_DIR": str(vmount.state)})
+    assert cli.stdout.encode() == body  # one renderer: byte-identical
+    assert os.stat(path).st_size == len(body)
+    assert run("cat", str(path), cwd=mnt) == body
+    assert run("head", "-c", "40", str(path), cwd=mnt) == body[:40]
+    assert run("wc", "-c", str(path), cwd=mnt).split()[0] == str(len(body)).encode()
+    assert Path(path).read_text() == text
+    shutil.copy(path, vmount.workspace.parent / "copy.md")
+    assert (vmount.workspace.parent / "copy.md").read_bytes() == body
+    assert b"LGBTQ" in run("grep", "-h", "LGBTQ", str(path), cwd=mnt)
+
+    as_json = (mnt / "search" / f"{q}.json").read_text()
+    cli_json = memfs_cli("search", "--json", q, "-w", str(vmount.workspace), env={"MEMFS_STATE_DIR": str(vmount.state)})
+    assert as_json == cli_json.stdout
+    assert json.loads(as_json)["results"][0]["path"] == "memory/2023-05-08.md"
+
+
+def test_options_in_the_path(vmount) -> None:
+    search = vmount.mnt / "search"
+    many = json.loads((search / "n=10,min=0" / "painting.json").read_text())["results"]
+    few = json.loads((search / "n=1" / "painting.json").read_text())["results"]
+    assert len(few) == 1 and len(many) > 1
+    none = json.loads((search / "min=1" / "painting.json").read_text())["results"]
+    assert none == []
+    for bad in ("n=0", "n=abc", "min=2", "x=1", "n=1,n=2"):
+        with pytest.raises(FileNotFoundError):
+            (search / bad / "painting.md").read_text()
+
+
+def test_read_your_writes_and_stable_handles(vmount) -> None:
+    mnt = vmount.mnt
+    handle = open(mnt / "search" / "zebrafish aquarium.md", "rb")
+    before = handle.read()
+    assert "0 results" in before.decode()
+    with open(mnt / "memory" / "2026-11-22.md", "w") as log:
+        log.write("## 10:00 - Pets\nWe bought a zebrafish aquarium for the office.\n")
+    after = (mnt / "search" / "zebrafish aquarium.md").read_text()
+    assert "memory/2026-11-22.md#L1-L2" in after
+    handle.seek(0)
+    assert handle.read() == before  # the open handle keeps its snapshot
+    handle.close()
+
+
+def test_names_errors_and_listing(vmount) -> None:
+    search = vmount.mnt / "search"
+    for query in ['say "hello"', "café naïve 数据库", "..", "a AND OR NOT b*", "$(rm -rf ~); `x` | & ; > out", "NEAR(x y)"]:
+        text = (search / f"{query}.md").read_text()
+        assert text.startswith(f"# memfs search: {query}\n")
+    with pytest.raises(OSError) as long_name:
+        (search / ("q" * 300 + ".md")).read_text()
+    assert long_name.value.errno == errno.ENAMETOOLONG
+    for missing in (".md", "noextension", "x.txt"):
+        with pytest.raises(FileNotFoundError):
+            (search / missing).read_text()
+    listing = os.listdir(search)
+    assert "café naïve 数据库.md" in listing and 'say "hello".md' in listing
+    for attempt in (lambda: (search / "new.md").write_text("x"),
+                    lambda: os.mkdir(search / "dir"),
+                    lambda: os.unlink(search / 'say "hello".md'),
+                    lambda: os.rename(search / 'say "hello".md', search / "other.md"),
+                    lambda: os.rename(vmount.mnt / "MEMORY.md", search / "m.md"),
+                    lambda: (vmount.mnt / "context" / "main.md").write_text("x"),
+                    lambda: os.rmdir(vmount.mnt / "context"),
+                    lambda: os.truncate(vmount.mnt / ".memfs" / "status", 0),
+                    lambda: os.chmod(vmount.mnt / "search", 0o777)):
+        with pytest.raises(OSError) as raised:
+            attempt()
+        assert raised.value.errno == errno.EROFS
+    assert (vmount.workspace / "MEMORY.md").exists()  # nothing was lost on the way
+
+
+def test_context_files(vmount) -> None:
+    ctx = vmount.mnt / "context"
+    main = (ctx / "main.md").read_bytes()
+    shared = (ctx / "shared.md").read_bytes()
+    assert b"PRIVATE-MARKER-5521" in main and b"PRIVATE-MARKER-5521" not in shared
+    assert os.stat(ctx / "main.md").st_size == len(main)
+    cli = memfs_cli("context", "main", "-w", str(vmount.workspace), "--set", "bundle.timezone=UTC",
+                    env={"MEMFS_STATE_DIR": str(vmount.state)})
+    assert cli.stdout.encode() == main
+    assert sorted(os.listdir(ctx)) == ["main.md", "shared.md"]
+    for unknown in ("MAIN.md", "private.md", "main.txt"):
+        with pytest.raises(FileNotFoundError):
+            (ctx / unknown).read_text()
+
+
+def test_status_file(vmount) -> None:
+    status = (vmount.mnt / ".memfs" / "status").read_text()
+    assert "files:      2" in status and f"mount:      {vmount.mnt}" in status
+    assert "provider:   local" in status and str(vmount.state / "main.sqlite") in status

@@ -234,6 +234,28 @@ def context(mode: str, **opts: Any) -> None:
         memory.close()
 
 
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print what was stored as JSON instead of NO_REPLY.")
+@global_options
+def sync(as_json: bool, **opts: Any) -> None:
+    """Store one [CLAWGPT-SYNC] message read from stdin; prints NO_REPLY on success."""
+    from memfs.sync.protocol import SyncError
+
+    cfg = _config(**opts)
+    data = sys.stdin.buffer.read()
+    memory = _memory(cfg)
+    try:
+        result = memory.ingest_sync(data, "stdin")
+    except SyncError as exc:
+        raise click.ClickException(f"sync message rejected: {exc} (kept under clawgpt-memory/.rejected/)") from None
+    finally:
+        memory.close()
+    if as_json:
+        click.echo(json.dumps({"stored": result.stored, "duplicates": result.duplicates, "files": result.files}))
+    else:
+        click.echo("NO_REPLY")
+
+
 @main.command("config")
 @click.option("--json", "as_json", is_flag=True)
 @global_options

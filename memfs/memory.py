@@ -23,6 +23,8 @@ from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace
 from memfs.index.search import SearchParams, SearchResponse, hybrid_search
 from memfs.index.store import Store
 from memfs.render import bundle as bundle_render
+from memfs.sync import protocol as sync_protocol
+from memfs.sync.store import IngestResult, SyncStore
 from memfs.workspace import OutsideWorkspace, is_memory, relative, timezone, today
 
 log = logging.getLogger(__name__)
@@ -71,6 +73,7 @@ class Memory:
         self._embed_lock = threading.Lock()
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self.store = Store(cfg.index_path, cfg.cache_path)
+        self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
         self.indexer = Indexer(cfg, self.store, self.provider)
         self._check_fingerprint()
 
@@ -277,6 +280,21 @@ class Memory:
         next_from = to_line + 1 if to_line < total else None
         body = "\n".join(picked) + ("\n" if picked else "")
         return GetResult(rel, from_line, to_line, total, body, next_from)
+
+    def ingest_sync(self, data: bytes, source: str = "stdin") -> IngestResult:
+        """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
+        already stored anywhere, append the rest to their date files, index those files.
+        Invalid input stores nothing, is kept under clawgpt-memory/.rejected/ and raises SyncError."""
+        try:
+            messages = sync_protocol.parse(data)
+        except sync_protocol.SyncError as exc:
+            kept = self.sync_store.reject(source, data, str(exc))
+            log.warning("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
+            raise
+        result = self.sync_store.ingest(messages)
+        for rel in result.files:
+            self.file_changed(rel)
+        return result
 
     def bundle(self, mode: str, now: dt.datetime | None = None) -> str:
         """The prompt bundle of ``mode`` (main: everything; shared: without private files)."""

@@ -4,6 +4,7 @@ everything else.  Virtual nodes are read-only: every change to them fails with E
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import stat
 import time
@@ -16,6 +17,17 @@ from pyfuse3 import FUSEError
 from memfs.fs.inodes import ROOT
 from memfs.fs.passthrough import DirHandle, Passthrough, fuse_errors
 from memfs.fs.virtual import ROOT_NAMES, VirtualError, VirtualTree, VNode
+from memfs.sync.protocol import SyncError
+from memfs.workspace import SYNC_DIR, daily_date
+
+
+def is_sync_file(rel: str) -> bool:
+    """Any visible file directly in clawgpt-memory/: what is written there is a sync message."""
+    folder, _, name = rel.partition("/")
+    return folder == SYNC_DIR and bool(name) and "/" not in name and not name.startswith(".")
+
+
+log = logging.getLogger(__name__)
 
 
 class MemfsOperations(Passthrough):
@@ -112,6 +124,9 @@ class MemfsOperations(Passthrough):
     @fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         if not self.virtual.owns(inode):
+            rel = self.inodes.path(inode)
+            if is_sync_file(rel) and flags & os.O_ACCMODE != os.O_RDONLY:
+                return await self._open_sync(inode, rel, flags)
             return await super().open(inode, flags, ctx)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             raise FUSEError(errno.EROFS)
@@ -125,6 +140,101 @@ class MemfsOperations(Passthrough):
         info.direct_io = True  # no page cache: every open reads its own rendering
         return info
 
+    # -- ClawGPT sync files: writes are staged, validated and routed at flush ------------------
+
+    async def _open_sync(self, inode: int, rel: str, flags: int) -> pyfuse3.FileInfo:
+        size = os.lstat(self.full(rel)).st_size
+        if flags & os.O_TRUNC and size:
+            log.warning("refused: truncating %s would lose synced messages", rel)
+            raise FUSEError(errno.EPERM)
+        fd = os.open(self.full(rel), os.O_RDONLY | os.O_CLOEXEC)
+        info = self._file_info(fd, inode, rel, os.O_RDONLY)
+        handle = self.handles[info.fh]
+        handle.staged, handle.staged_base = bytearray(), size
+        info.direct_io = True  # the file does not hold staged bytes: keep the page cache out of it
+        return info
+
+    def _stage(self, handle: Any, off: int, buf: bytes) -> int:
+        staged = handle.staged
+        start = off - handle.staged_base
+        if start < 0:
+            log.warning("refused: overwriting synced messages in %s at offset %d", handle.path, off)
+            raise FUSEError(errno.EPERM)
+        if start >= len(staged):
+            # Sync files are append-only: a gap only means the kernel's idea of the size was
+            # stale (we append canonical lines ourselves), so the bytes simply follow.
+            staged.extend(buf)
+        else:
+            staged[start : start + len(buf)] = buf
+        return len(buf)
+
+    async def _ingest(self, handle: Any) -> None:
+        if not handle.staged:
+            return
+        data = bytes(handle.staged)
+        handle.staged_base += len(data)
+        handle.staged.clear()
+        memory = self.writes.memory
+        try:
+            result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path)
+        except SyncError as exc:
+            log.warning("refused sync write to %s: %s", handle.path, exc)
+            await self._forget_cached(handle.path)  # the kernel counted bytes that never landed
+            raise FUSEError(errno.EINVAL) from None
+        await self._forget_cached(handle.path)
+        if handle.created:
+            await self._drop_inbox(handle)  # before close() returns: the inbox is gone by then
+        self.writes.kick()
+        for rel in result.files:
+            self.writes._note_own(rel)
+            await self._forget_cached(rel)
+        log.info("sync via %s: %d stored, %d duplicates", handle.path, result.stored, result.duplicates)
+
+    async def _forget_cached(self, rel: str) -> None:
+        """A file changed behind the kernel's back (we appended to it directly)."""
+        inode = self.inodes.inode_of(rel)
+        if inode is not None:
+            try:
+                await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode)
+            except OSError:
+                pass
+        parent = self.inodes.inode_of(rel.rpartition("/")[0])
+        if parent is not None:
+            pyfuse3.invalidate_entry_async(parent, os.fsencode(rel.rpartition("/")[2]), ignore_enoent=True)
+
+    async def _drop_inbox(self, handle: Any) -> None:
+        """A file created only to carry a sync message is removed once its messages are stored,
+        unless it is a date file that now holds messages of its own."""
+        rel = handle.path
+        full = self.full(rel)
+        try:
+            if os.lstat(full).st_size == 0 and not (rel.endswith(".jsonl") and daily_date(rel)):
+                os.unlink(full)
+                self.inodes.unlinked(rel)
+                await self._forget_cached(rel)
+        except FileNotFoundError:
+            pass
+
+    @fuse_errors
+    async def write(self, fh: int, off: int, buf: bytes) -> int:
+        handle = self.handles.get(fh)
+        if handle is not None and handle.staged is not None:
+            return self._stage(handle, off, buf)
+        return await super().write(fh, off, buf)
+
+    @fuse_errors
+    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
+                     ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        self._refuse(parent_inode, names=(name,))
+        info, entry = await super().create(parent_inode, name, mode, flags, ctx)
+        handle = self.handles[info.fh]
+        if is_sync_file(handle.path):
+            handle.staged, handle.staged_base = bytearray(), 0
+            handle.created = True
+            handle.dirty = False
+            info.direct_io = True
+        return info, entry
+
     @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> bytes:
         data = self.vhandles.get(fh)
@@ -134,18 +244,36 @@ class MemfsOperations(Passthrough):
 
     @fuse_errors
     async def flush(self, fh: int) -> None:
-        if fh not in self.vhandles:
-            await super().flush(fh)
+        if fh in self.vhandles:
+            return
+        handle = self.handles.get(fh)
+        if handle is not None and handle.staged is not None:
+            await self._ingest(handle)
+            return
+        await super().flush(fh)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
-        if fh not in self.vhandles:
-            await super().fsync(fh, datasync)
+        if fh in self.vhandles:
+            return
+        handle = self.handles.get(fh)
+        if handle is not None and handle.staged is not None:
+            await self._ingest(handle)
+            return
+        await super().fsync(fh, datasync)
 
     @fuse_errors
     async def release(self, fh: int) -> None:
-        if self.vhandles.pop(fh, None) is None:
+        if self.vhandles.pop(fh, None) is not None:
+            return
+        handle = self.handles.get(fh)
+        if handle is not None and handle.staged is not None:
+            handle.staged.clear()  # whatever was not flushed was never acknowledged
             await super().release(fh)
+            if handle.created:
+                await self._drop_inbox(handle)
+            return
+        await super().release(fh)
 
     @fuse_errors
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -167,13 +295,15 @@ class MemfsOperations(Passthrough):
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(inode)
+        if fields.update_size and self.inodes.has_paths(inode) and is_sync_file(self.inodes.path(inode)):
+            handle = self.handles.get(fh) if fh is not None else None
+            if handle is not None and handle.staged is not None and attr.st_size >= handle.staged_base:
+                del handle.staged[attr.st_size - handle.staged_base :]
+                return self.attrs(inode, os.lstat(self.full(handle.path)))
+            if attr.st_size < os.lstat(self.full(self.inodes.path(inode))).st_size:
+                log.warning("refused: truncating %s would lose synced messages", self.inodes.path(inode))
+                raise FUSEError(errno.EPERM)
         return await super().setattr(inode, attr, fields, fh, ctx)
-
-    @fuse_errors
-    async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
-                     ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        self._refuse(parent_inode, names=(name,))
-        return await super().create(parent_inode, name, mode, flags, ctx)
 
     @fuse_errors
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
@@ -212,6 +342,14 @@ class MemfsOperations(Passthrough):
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode_old, parent_inode_new, names=(name_old, name_new))
+        target = self.child(parent_inode_new, name_new)
+        if is_sync_file(target):
+            try:
+                if os.lstat(self.full(target)).st_size:
+                    log.warning("refused: renaming onto %s would replace synced messages", target)
+                    raise FUSEError(errno.EPERM)
+            except FileNotFoundError:
+                pass
         await super().rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
 
     @fuse_errors

@@ -68,6 +68,9 @@ class Handle:
     path: str  # at open time; the inode table has the current one
     dirty: bool = False
     writable: bool = False
+    staged: bytearray | None = None  # sync files: bytes written, held until flush (see operations)
+    staged_base: int = 0  # file size at open: staged[0] belongs at this offset
+    created: bool = False  # made by this open (create)
 
 
 @dataclass

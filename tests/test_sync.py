@@ -1,0 +1,207 @@
+"""ClawGPT sync: the protocol, the store, `memfs sync`, and writes through a real mount."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import write
+from mounts import memfs_cli
+
+from memfs.sync.protocol import SyncError, parse
+
+DAY = 86_400_000
+T0 = 1707123456789  # 2024-02-05 08:57:36 UTC
+
+
+def message(i: int, ts: int = T0, **extra: object) -> dict:
+    record = {"id": f"chat1-{i}", "chatId": "chat1", "chatTitle": "Trip", "role": "user" if i % 2 == 0 else "assistant",
+              "content": f"message number {i} about the Porto trip", "timestamp": ts}
+    record.update(extra)
+    return record
+
+
+def envelope(messages: list[dict], device: str = "desktop-abc") -> bytes:
+    return ("[CLAWGPT-SYNC]\n" + json.dumps({"messages": messages, "deviceId": device, "syncedAt": T0})).encode()
+
+
+BAD = {
+    "invalid JSON": b'{"id": "x", ',
+    "missing field": json.dumps({k: v for k, v in message(1).items() if k != "chatTitle"}).encode(),
+    "wrong type": json.dumps(message(1, content=42)).encode(),
+    "unknown role": json.dumps(message(1, role="system")).encode(),
+    "non-numeric timestamp": json.dumps(message(1, ts="yesterday")).encode(),
+}
+
+
+def test_protocol_validation() -> None:
+    parsed = parse(envelope([message(0), message(1)]))
+    assert [m.device_id for m in parsed] == ["desktop-abc", "desktop-abc"]
+    assert parsed[0].canonical().startswith('{"id":"chat1-0","chatId":"chat1","chatTitle":"Trip","role":"user"')
+    for name, data in BAD.items():
+        with pytest.raises(SyncError):
+            parse(data)
+    with pytest.raises(SyncError, match="line 2"):
+        parse(json.dumps(message(0)).encode() + b"\n" + BAD["unknown role"])
+
+
+def test_cli_sync_dedups_and_routes(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    data = envelope([message(0), message(1, T0 + DAY), message(2, T0 + 2 * DAY)]).decode()
+    out = memfs_cli("sync", "-w", str(ws), env=env, input=data)
+    assert out.returncode == 0 and out.stdout == "NO_REPLY\n"
+    files = sorted(p.name for p in (ws / "clawgpt-memory").glob("*.jsonl"))
+    assert files == ["2024-02-05.jsonl", "2024-02-06.jsonl", "2024-02-07.jsonl"]
+    again = memfs_cli("sync", "--json", "-w", str(ws), env=env, input=data)
+    assert json.loads(again.stdout) == {"stored": 0, "duplicates": 3, "files": []}
+    # The id index is rebuilt from the files: an id added by hand elsewhere counts too.
+    with open(ws / "clawgpt-memory" / "2024-01-01.jsonl", "w") as f:
+        f.write(json.dumps(message(7)) + "\n")
+    seventh = memfs_cli("sync", "--json", "-w", str(ws), env=env, input=envelope([message(7, T0)]).decode())
+    assert json.loads(seventh.stdout)["duplicates"] == 1
+    bad = memfs_cli("sync", "-w", str(ws), env=env, input="[CLAWGPT-SYNC]\n{not json")
+    assert bad.returncode != 0 and "rejected" in bad.stderr
+    assert list((ws / "clawgpt-memory" / ".rejected").glob("*.reason"))
+    found = memfs_cli("search", "--json", "Porto trip", "-w", str(ws), env=env)
+    assert json.loads(found.stdout)["results"][0]["path"].startswith("clawgpt-memory/")
+
+
+@pytest.fixture
+def smount(workspace: Path, mount_factory):
+    (workspace / "clawgpt-memory").mkdir()
+    return mount_factory(workspace)
+
+
+def lines_of(ws: Path) -> list[dict]:
+    return [json.loads(line) for p in sorted((ws / "clawgpt-memory").glob("*.jsonl"))
+            for line in p.read_text().splitlines() if line.strip()]
+
+
+@pytest.mark.fuse
+def test_sync_through_the_mount(smount) -> None:
+    mnt, ws = smount.mnt, smount.workspace
+    batch = envelope([message(0), message(1, T0 + DAY), message(2, T0 + 2 * DAY)])
+    (mnt / "clawgpt-memory" / "incoming.txt").write_bytes(batch)
+    assert sorted(p.name for p in (ws / "clawgpt-memory").glob("*.jsonl")) == [
+        "2024-02-05.jsonl", "2024-02-06.jsonl", "2024-02-07.jsonl"]
+    assert not (ws / "clawgpt-memory" / "incoming.txt").exists()  # an inbox, emptied into date files
+    assert all(r["deviceId"] == "desktop-abc" for r in lines_of(ws))
+    (mnt / "clawgpt-memory" / "again.jsonl").write_bytes(batch)  # the same message twice
+    assert len(lines_of(ws)) == 3
+    first_line = (ws / "clawgpt-memory" / "2024-02-05.jsonl").read_text()
+    with open(mnt / "clawgpt-memory" / "2024-02-05.jsonl", "a") as f:  # plain JSONL append, other day
+        f.write(json.dumps(message(3, T0 + 3 * DAY)) + "\n")
+    assert (ws / "clawgpt-memory" / "2024-02-05.jsonl").read_text() == first_line  # never rewritten
+    assert (ws / "clawgpt-memory" / "2024-02-08.jsonl").exists()
+    assert (mnt / "clawgpt-memory" / "2024-02-08.jsonl").read_text().count("\n") == 1
+    text = (mnt / "search" / "message number 3 Porto.md").read_text()
+    assert "clawgpt-memory/2024-02-08.jsonl#L1-L1" in text
+
+
+WRITER = r"""
+import sys
+data = open(sys.argv[1], "rb").read()
+for i in range(int(sys.argv[3])):
+    with open(sys.argv[2] + f"-{i}", "wb") as f:
+        f.write(data)
+"""
+
+
+@pytest.mark.fuse
+def test_two_writers_at_once_store_each_id_once(smount, tmp_path: Path) -> None:
+    a = envelope([message(i, T0 + (i % 3) * DAY) for i in range(0, 60)])
+    b = envelope([message(i, T0 + (i % 3) * DAY) for i in range(30, 90)], device="phone-1")
+    (tmp_path / "a").write_bytes(a)
+    (tmp_path / "b").write_bytes(b)
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / name), str(smount.mnt / "clawgpt-memory" / name), "5"])
+             for name in ("a", "b")]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    ids = [r["id"] for r in lines_of(smount.workspace)]
+    assert sorted(ids) == sorted(f"chat1-{i}" for i in range(90))
+
+
+@pytest.mark.fuse
+@pytest.mark.parametrize("kind", sorted(BAD))
+def test_bad_input_fails_close_and_applies_nothing(smount, kind: str) -> None:
+    mnt, ws = smount.mnt, smount.workspace
+    (mnt / "clawgpt-memory" / "ok.jsonl").write_bytes(json.dumps(message(0)).encode() + b"\n")
+    before = lines_of(ws)
+    data = json.dumps(message(5)).encode() + b"\n" + BAD[kind] + b"\n"  # one good line, one bad
+    f = open(mnt / "clawgpt-memory" / "2024-02-05.jsonl", "ab")
+    f.write(data)
+    with pytest.raises(OSError) as raised:
+        f.close()
+    assert raised.value.errno == errno.EINVAL
+    assert lines_of(ws) == before  # nothing of that write applied, not even the good line
+    rejected = sorted((ws / "clawgpt-memory" / ".rejected").glob("*.reason"))
+    assert rejected and "line 2" in rejected[-1].read_text()
+    assert Path(str(rejected[-1])[: -len(".reason")]).read_bytes() == data
+    log = next((smount.state / "mounts").glob("*.log")).read_text()
+    assert "refused sync write to clawgpt-memory/2024-02-05.jsonl: line 2" in log
+
+
+@pytest.mark.fuse
+def test_existing_day_files_cannot_be_truncated_or_overwritten(smount) -> None:
+    mnt, ws = smount.mnt, smount.workspace
+    (mnt / "clawgpt-memory" / "in").write_bytes(envelope([message(0)]))
+    day = mnt / "clawgpt-memory" / "2024-02-05.jsonl"
+    content = (ws / "clawgpt-memory" / "2024-02-05.jsonl").read_bytes()
+    for attempt in (lambda: open(day, "wb").close(), lambda: os.truncate(day, 3)):
+        with pytest.raises(OSError) as raised:
+            attempt()
+        assert raised.value.errno == errno.EPERM
+    fd = os.open(day, os.O_RDWR)
+    try:
+        with pytest.raises(OSError) as raised:
+            os.pwrite(fd, b"X", 0)
+        assert raised.value.errno == errno.EPERM
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError) as raised:
+        os.rename(mnt / "MEMORY.md", day)
+    assert raised.value.errno == errno.EPERM
+    assert (ws / "clawgpt-memory" / "2024-02-05.jsonl").read_bytes() == content
+
+
+SESSION = [
+    {"type": "session", "id": "s1", "timestamp": "2026-01-26T09:59:00Z"},
+    {"type": "message", "timestamp": "2026-01-26T10:00:00Z",
+     "message": {"role": "user", "content": "Please rotate the staging TLS certificate"}},
+    {"type": "message", "timestamp": "2026-01-26T10:00:05Z", "message": {"role": "assistant", "content": [
+        {"type": "text", "text": "Rotating the certificate now."},
+        {"type": "toolCall", "id": "t1", "name": "bash", "arguments": {"command": "certbot renew --xylophone-flag"}}]}},
+    {"type": "message", "timestamp": "2026-01-26T10:00:09Z", "message": {"role": "toolResult", "toolCallId": "t1",
+     "content": [{"type": "text", "text": "Congratulations xylophone renewal succeeded"}]}},
+    {"type": "compaction", "summary": "odd record"},
+]
+
+
+@pytest.mark.fuse
+def test_session_transcripts_index_dialogue_only(smount) -> None:
+    mnt = smount.mnt
+    (mnt / "sessions").mkdir()
+    with open(mnt / "sessions" / "s1.jsonl", "w") as f:
+        for record in SESSION[:2]:
+            f.write(json.dumps(record) + "\n")
+    with open(mnt / "sessions" / "s1.jsonl", "a") as f:  # grows as the session goes on
+        for record in SESSION[2:]:
+            f.write(json.dumps(record) + "\n")
+    write(smount.workspace / "sessions" / "old.jsonl.reset.2026-01-25", json.dumps(
+        {"type": "message", "message": {"role": "user", "content": "archived mango discussion"}}) + "\n")
+    hit = json.loads((mnt / "search" / "rotate TLS certificate.json").read_text())["results"][0]
+    assert hit["path"] == "sessions/s1.jsonl" and (hit["start_line"], hit["end_line"]) == (2, 3)
+    assert "[2026-01-26 10:00 UTC] User: Please rotate" in hit["snippet"]
+    everything = json.loads((mnt / "search" / "n=20,min=0" / "xylophone.json").read_text())["results"]
+    assert everything and all("xylophone" not in r["snippet"] for r in everything)  # tool I/O is not indexed
+    import time
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not json.loads((mnt / "search" / "mango.json").read_text())["results"]:
+        time.sleep(0.2)
+    assert json.loads((mnt / "search" / "mango.json").read_text())["results"][0]["path"].startswith("sessions/old.jsonl.reset")

@@ -18,7 +18,9 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
+@functools.lru_cache(maxsize=65_536)
 def count(text: str) -> int:
+    # Cached: re-indexing a growing file counts the same lines again and again.
     return len(encoding().encode(text, disallowed_special=()))
 
 

@@ -1,18 +1,27 @@
 #!/usr/bin/env bash
-# The main job: install everything, make a workspace from workspace_template/, index it with the
-# offline default embedding model, and show memory search working.
-#   MEMFS_DEMO_DIR   where the workspace goes (default ~/memfs-demo)
+# The main job: install everything, make a workspace from workspace_template/, mount it with the
+# offline default embedding model, and show the mount at work (a write, a search, the bundle).
+#   MEMFS_DEMO_DIR   where the workspace goes (default ~/memfs-demo); mounted on $MEMFS_DEMO_DIR-mnt
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-MEMFS=".venv/bin/memfs"
+MEMFS="$PWD/.venv/bin/memfs"
 WS="${MEMFS_DEMO_DIR:-$HOME/memfs-demo}"
+MNT="$WS-mnt"
 
 "$MEMFS" init "$WS"
+mkdir -p "$MNT"
+if grep -qs " $MNT fuse" /proc/mounts; then "$MEMFS" umount "$MNT" || true; fi
+"$MEMFS" mount "$WS" "$MNT" --force
+
 today=$(date +%F)
-if [ ! -e "$WS/memory/$today.md" ]; then
-  printf '# %s\n\n## %s - Setup\nInstalled memfs and made this workspace from the template.\n' "$today" "$(date +%H:%M)" > "$WS/memory/$today.md"
-fi
-"$MEMFS" index --workspace "$WS"
-"$MEMFS" status --workspace "$WS"
-"$MEMFS" search --workspace "$WS" "how should I write to memory"
+printf '\n## %s - Setup\nInstalled memfs; the team decided to keep agent memory in plain Markdown.\n' \
+  "$(date +%H:%M)" >> "$MNT/memory/$today.md"
+echo "--- cat \"$MNT/search/what did we decide about memory.md\""
+cat "$MNT/search/what did we decide about memory.md"
+echo "--- head -20 $MNT/context/main.md"
+head -20 "$MNT/context/main.md"
+echo "--- $MNT/.memfs/status"
+cat "$MNT/.memfs/status"
+echo
+echo "memfs is mounted on $MNT (workspace $WS). Unmount with: $MEMFS umount $MNT"

@@ -58,6 +58,7 @@ class GetError(ValueError):
 
 
 BUNDLE_MODES = ("main", "shared")
+SyncError = sync_protocol.SyncError  # what ingest_sync raises, for front ends that must not import sync/
 
 
 class UnknownMode(ValueError):

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 
 from memfs.config import Config
 
+
 def _template_dir() -> Path:
     # Installed wheels carry the template inside the package; a source checkout has it at the root.
     packaged = Path(__file__).resolve().parent / "workspace_template"

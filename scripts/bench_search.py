@@ -21,8 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import subprocess
 import statistics
+import subprocess
 import sys
 import tempfile
 import time

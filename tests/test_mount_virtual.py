@@ -126,3 +126,15 @@ def test_status_file(vmount) -> None:
     status = (vmount.mnt / ".memfs" / "status").read_text()
     assert "files:      2" in status and f"mount:      {vmount.mnt}" in status
     assert "provider:   local" in status and str(vmount.state / "main.sqlite") in status
+
+
+def test_context_fairness_on_the_mount(workspace: Path, mount_factory) -> None:
+    write(workspace / "AGENTS.md", "".join(f"rule {i}: " + "always double-check " * 25 + "\n" for i in range(4000)))
+    write(workspace / "MEMORY.md", "- LONGTERM-MARKER-8812 lives here.\n")
+    m = mount_factory(workspace, "main", "--set", "bundle.total_tokens=3000", "--set", "bundle.per_file_tokens=100000")
+    main = (m.mnt / "context" / "main.md").read_text()
+    assert "LONGTERM-MARKER-8812" in main and "SOUL.md — who you are" in main
+    agents = main.split("\n## source: AGENTS.md\n", 1)[1].split("\n## source: SOUL.md\n", 1)[0]
+    assert "tokens cut here" in agents and "memfs get AGENTS.md --from" in agents
+    assert "| AGENTS.md |" in main and "| yes |" in main
+    assert "LONGTERM-MARKER-8812" not in (m.mnt / "context" / "shared.md").read_text()

@@ -15,7 +15,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,7 +168,7 @@ class Daemon:
         if parent is not None:
             pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
 
-    async def _signals(self, cancel: trio.CancelScope) -> None:
+    async def _signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as received:
             async for signum in received:
                 log.info("signal %s: unmounting", signal.Signals(signum).name)
@@ -181,12 +180,12 @@ class Daemon:
             nursery.start_soon(self.writes.embed_worker)
             if self.cfg.mount.watch:
                 nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own)
-            nursery.start_soon(self._signals, nursery.cancel_scope)
+            nursery.start_soon(self._signals)
             self.writes.kick()  # embed whatever reconciliation left pending
             await pyfuse3.main(min_tasks=4, max_tasks=64)
             nursery.cancel_scope.cancel()
 
-    def run(self, on_ready: callable | None = None) -> None:  # type: ignore[valid-type]
+    def run(self) -> None:
         outcomes = self.memory.indexer.reconcile()
         changed = [o for o in outcomes if o.action in ("indexed", "removed")]
         log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
@@ -196,8 +195,6 @@ class Daemon:
         record.write_text(json.dumps(MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace),
                                                self.cfg.agent, time.time()).__dict__))
         log.info("mounted %s on %s (agent %s)", self.cfg.workspace, self.mountpoint, self.cfg.agent)
-        if on_ready:
-            on_ready()
         clean = False
         try:
             trio.run(self._serve)

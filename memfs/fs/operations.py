@@ -17,7 +17,7 @@ from pyfuse3 import FUSEError
 from memfs.fs.inodes import ROOT
 from memfs.fs.passthrough import DirHandle, Passthrough, fuse_errors
 from memfs.fs.virtual import ROOT_NAMES, VirtualError, VirtualTree, VNode
-from memfs.sync.protocol import SyncError
+from memfs.memory import SyncError
 from memfs.workspace import SYNC_DIR, daily_date
 
 
@@ -186,7 +186,7 @@ class MemfsOperations(Passthrough):
             await self._drop_inbox(handle)  # before close() returns: the inbox is gone by then
         self.writes.kick()
         for rel in result.files:
-            self.writes._note_own(rel)
+            self.writes.note_own(rel)
             await self._forget_cached(rel)
         log.info("sync via %s: %d stored, %d duplicates", handle.path, result.stored, result.duplicates)
 

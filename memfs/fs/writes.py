@@ -30,7 +30,7 @@ class MemoryWrites:
     def is_memory(self, rel: str) -> bool:
         return is_memory(rel, self.extra)
 
-    def _note_own(self, rel: str) -> None:
+    def note_own(self, rel: str) -> None:
         try:
             st = os.stat(self.workspace / rel)
         except OSError:
@@ -53,7 +53,7 @@ class MemoryWrites:
 
     async def changed(self, rel: str) -> None:
         """A file's content changed through the mount; index it now if it is memory."""
-        self._note_own(rel)
+        self.note_own(rel)
         if not self.is_memory(rel):
             return
         outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel)
@@ -61,12 +61,16 @@ class MemoryWrites:
             self._wakeup.set()
 
     async def removed(self, rel: str) -> None:
+        """A file was unlinked (rmdir only ever removes empty directories: nothing indexed)."""
         self.own.pop(rel, None)
-        await trio.to_thread.run_sync(self.memory.path_removed, rel)
+        if self.is_memory(rel):
+            await trio.to_thread.run_sync(self.memory.path_removed, rel)
 
     async def moved(self, old: str, new: str) -> None:
         self.own.pop(old, None)
-        self._note_own(new)
+        self.note_own(new)
+        if not (self.is_memory(old) or self.is_memory(new) or (self.workspace / new).is_dir()):
+            return  # a plain file moved (an editor's backup, a temp file): nothing to index
         await trio.to_thread.run_sync(self.memory.path_moved, old, new)
         self._wakeup.set()
 

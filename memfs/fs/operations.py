@@ -242,25 +242,25 @@ class MemfsOperations(Passthrough):
             return await super().read(fh, off, size)
         return data[off : off + size]
 
-    @fuse_errors
-    async def flush(self, fh: int) -> None:
+    async def _settled_here(self, fh: int) -> bool:
+        """Flush/fsync of a virtual or sync handle (done here); False: pass it through."""
         if fh in self.vhandles:
-            return
+            return True
         handle = self.handles.get(fh)
         if handle is not None and handle.staged is not None:
             await self._ingest(handle)
-            return
-        await super().flush(fh)
+            return True
+        return False
+
+    @fuse_errors
+    async def flush(self, fh: int) -> None:
+        if not await self._settled_here(fh):
+            await super().flush(fh)
 
     @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
-        if fh in self.vhandles:
-            return
-        handle = self.handles.get(fh)
-        if handle is not None and handle.staged is not None:
-            await self._ingest(handle)
-            return
-        await super().fsync(fh, datasync)
+        if not await self._settled_here(fh):
+            await super().fsync(fh, datasync)
 
     @fuse_errors
     async def release(self, fh: int) -> None:

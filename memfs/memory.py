@@ -156,13 +156,9 @@ class Memory:
     def file_moved(self, old: str, new: str) -> Outcome:
         return self.indexer.rename(old, new)
 
-    def _indexed_under(self, rel: str) -> list[str]:
-        prefix = rel + "/"
-        return [f.path for f in self.store.files() if f.path == rel or f.path.startswith(prefix)]
-
     def path_removed(self, rel: str) -> int:
         """A file or a whole directory is gone: drop every indexed file at or below ``rel``."""
-        paths = self._indexed_under(rel)
+        paths = self.store.paths_under(rel)
         for path in paths:
             self.indexer.remove(path)
         return len(paths)
@@ -172,7 +168,7 @@ class Memory:
         those that left the memory paths, index memory files that arrived."""
         outcomes = []
         moved = set()
-        for path in self._indexed_under(old):
+        for path in self.store.paths_under(old):
             target = new + path[len(old):]
             outcomes.append(self.indexer.rename(path, target))
             moved.add(target)

@@ -19,6 +19,8 @@ log = logging.getLogger(__name__)
 class MemoryWrites:
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
+        # Remembering our own writes only serves the watcher; without it, skip the stat per close.
+        self.track_own = memory.cfg.mount.watch
         self.workspace: Path = memory.cfg.workspace
         self.extra = memory.cfg.index.extra_paths
         self._wakeup = trio.Event()
@@ -31,6 +33,8 @@ class MemoryWrites:
         return is_memory(rel, self.extra)
 
     def note_own(self, rel: str) -> None:
+        if not self.track_own:
+            return
         try:
             st = os.stat(self.workspace / rel)
         except OSError:

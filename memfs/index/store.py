@@ -174,6 +174,16 @@ class Store:
             ).fetchone()
         return None if row is None else FileRecord(*row)
 
+    def paths_under(self, rel: str) -> list[str]:
+        """Indexed paths equal to ``rel`` or below it (a range scan on the primary key; '0' is
+        the character after '/')."""
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT path FROM files WHERE path = ? OR (path >= ? AND path < ?) ORDER BY path",
+                (rel, rel + "/", rel + "0"),
+            ).fetchall()
+        return [str(r[0]) for r in rows]
+
     def files(self) -> list[FileRecord]:
         with self.lock:
             rows = self.conn.execute(

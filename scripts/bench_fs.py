@@ -1,28 +1,41 @@
 #!/usr/bin/env python3
 """The filesystem workload on a native directory and on a memfs mount, in one run, as ratios.
 
-    python scripts/bench_fs.py [--files 2000] [--appends 5000] [--repeat 3]
+    python scripts/bench_fs.py [--files 2000] [--appends 5000] [--repeat 3] [--no-baselines]
 
 Workload (each step timed, median of --repeat runs): create 2,000 files of 2 KiB; 5,000
-open/append/close; stat of all; read of all; grep -r; ls -lR; a large sequential read (256 MiB,
-first read through the mount and a re-read).  The mount runs with indexing on (local provider); the
+open/append/close; stat of all; read of all; grep -r; ls -lR; a large sequential read of 256 MiB
+(right after writing it, when only the backing file is cached; from the mount's page cache; and,
+as root, from the disk with every cache dropped).  The mount runs with indexing on (local provider); the
 workload files are plain files, and a second part measures memory files: 2 KiB appends to daily
 logs, and the time from close() to the text being found by a search from another connection
 (keyword side; then the vector side once embedded).
+
+The same workload also runs, in the same run, on two reference passthroughs the mount issue
+names: pyfuse3's own example (examples/passthroughfs.py from the installed version's sdist,
+fetched from PyPI, sha256-checked, with its 0 s entry/attr timeouts set to 1 s -- "tuned") and
+libfuse's C low-level passthrough (passthrough_ll.c as shipped by libfuse3-dev, built with gcc,
+``-o timeout=1``).  A baseline that cannot be fetched or built is skipped with a note.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
+import re
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+
+import pyfuse3
 
 from memfs.config import load_config
 from memfs.memory import Memory
@@ -73,22 +86,43 @@ def workload(root: Path, files: int, appends: int) -> dict[str, float]:
     return out
 
 
-def big_read(root: Path, size_mb: int) -> dict[str, float]:
+def drop_caches() -> bool:
+    """Empty the kernel's page cache (root only), so the next read comes from the disk."""
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    except OSError:
+        return False
+    return True
+
+
+def big_read(root: Path, size_mb: int, repeat: int) -> dict[str, float]:
+    """MB/s reading one large file sequentially in 1 MiB reads."""
     big = root / "big.bin"
     block = os.urandom(1 << 20)
     with open(big, "wb") as handle:
         for _ in range(size_mb):
             handle.write(block)
 
-    def read() -> None:
+    def read() -> float:
+        started = time.perf_counter()
         with open(big, "rb", buffering=0) as handle:
             while handle.read(1 << 20):
                 pass
+        return size_mb / (time.perf_counter() - started)
 
-    first = timed(read)
-    second = timed(read)
+    # Just written: the backing file is in the page cache, the mount's own cache is not.
+    out = {"big read, just written": read()}
+    read()  # settles the mount's page cache
+    out["big read, cached"] = statistics.median(read() for _ in range(repeat))
+    if drop_caches():
+        cold = []
+        for _ in range(repeat):
+            drop_caches()
+            cold.append(read())
+        out["big read, from disk"] = statistics.median(cold)
     big.unlink()
-    return {"big read (first)": size_mb / first, "big read (again)": size_mb / second}
+    return out
 
 
 def memory_part(mnt: Path, ws: Path, state: Path, appends: int) -> dict[str, list[float]]:
@@ -115,6 +149,91 @@ def memory_part(mnt: Path, ws: Path, state: Path, appends: int) -> dict[str, lis
     return {"append": append_s, "keyword": keyword, "vector": vector}
 
 
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "memfs-bench"
+LIBFUSE_EXAMPLES = Path("/usr/share/doc/libfuse3-dev/examples")
+
+
+def pyfuse3_example() -> Path:
+    """pyfuse3's passthroughfs.py for the installed version, with 1 s entry/attr timeouts."""
+    version = pyfuse3.__version__
+    tuned = CACHE / f"pyfuse3-{version}-passthroughfs-tuned.py"
+    if tuned.exists():
+        return tuned
+    index = urllib.request.urlopen("https://pypi.org/simple/pyfuse3/", timeout=30).read().decode()
+    match = re.search(rf'href="(https://[^"#]+/pyfuse3-{re.escape(version)}\.tar\.gz)#sha256=([0-9a-f]+)"', index)
+    if not match:
+        raise RuntimeError(f"no sdist of pyfuse3 {version} on PyPI")
+    data = urllib.request.urlopen(match.group(1), timeout=60).read()
+    if hashlib.sha256(data).hexdigest() != match.group(2):
+        raise RuntimeError("pyfuse3 sdist sha256 mismatch")
+    import io
+    import tarfile
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = tar.extractfile(f"pyfuse3-{version}/examples/passthroughfs.py")
+        assert member is not None
+        source = member.read().decode()
+    patched = source.replace("entry.entry_timeout = 0", "entry.entry_timeout = 1")
+    patched = patched.replace("entry.attr_timeout = 0", "entry.attr_timeout = 1")
+    if patched.count("_timeout = 1") != 2:
+        raise RuntimeError("pyfuse3 example changed shape; cannot tune its timeouts")
+    CACHE.mkdir(parents=True, exist_ok=True)
+    tuned.write_text(patched)
+    return tuned
+
+
+def c_passthrough() -> Path:
+    """libfuse's passthrough_ll built from the example source libfuse3-dev ships."""
+    binary = CACHE / "passthrough_ll"
+    if binary.exists():
+        return binary
+    source = LIBFUSE_EXAMPLES / "passthrough_ll.c"
+    if not source.exists():
+        raise RuntimeError(f"{source} missing (apt install libfuse3-dev)")
+    flags = subprocess.run(["pkg-config", "fuse3", "--cflags", "--libs"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["gcc", "-O2", f"-I{LIBFUSE_EXAMPLES}", str(source), *flags, "-o", str(binary)], check=True,
+                   capture_output=True)
+    return binary
+
+
+@contextmanager
+def process_mount(argv: list[str], mnt: Path) -> Iterator[Path]:
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while not os.path.ismount(mnt):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{argv[0]} did not mount: {proc.stderr.read().decode() if proc.stderr else ''}")
+            time.sleep(0.05)
+        yield mnt
+    finally:
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def baselines(tmp: Path) -> dict[str, Callable[[], AbstractContextManager[Path]]]:
+    found: dict[str, Callable[[], AbstractContextManager[Path]]] = {}
+    for name, make in (("pyfuse3 tuned", pyfuse3_example), ("C passthrough_ll", c_passthrough)):
+        try:
+            program = make()
+        except Exception as exc:  # a missing baseline must not stop the benchmark
+            print(f"skipping baseline {name}: {exc}", file=sys.stderr)
+            continue
+        src, mnt = tmp / f"{name.split()[0]}-src", tmp / f"{name.split()[0]}-mnt"
+        src.mkdir()
+        mnt.mkdir()
+        if program.suffix == ".py":
+            argv = [sys.executable, str(program), str(src), str(mnt)]
+        else:
+            argv = [str(program), "-f", "-o", f"source={src},timeout=1", str(mnt)]
+        found[name] = lambda argv=argv, mnt=mnt: process_mount(argv, mnt)
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--files", type=int, default=2000)
@@ -122,6 +241,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--big-mb", type=int, default=256)
     parser.add_argument("--memory-appends", type=int, default=40)
+    parser.add_argument("--no-baselines", action="store_true", help="only native and memfs")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="mount setting, e.g. --set mount.watch=false")
     args = parser.parse_args()
@@ -137,27 +257,42 @@ def main() -> int:
     if out.returncode != 0:
         print(out.stderr, file=sys.stderr)
         return 1
+    references = {} if args.no_baselines else baselines(tmp)
     try:
-        runs: dict[str, dict[str, list[float]]] = {"native": {}, "memfs": {}}
+        runs: dict[str, dict[str, list[float]]] = {name: {} for name in ("native", "memfs", *references)}
+        big: dict[str, dict[str, float]] = {}
         for _ in range(args.repeat):
             for name, root in (("native", native), ("memfs", mnt)):
                 for metric, seconds in workload(root, args.files, args.appends).items():
                     runs[name].setdefault(metric, []).append(seconds)
-        big = {"native": big_read(native, args.big_mb), "memfs": big_read(mnt, args.big_mb)}
+            for name, mounted in references.items():
+                with mounted() as root:
+                    for metric, seconds in workload(root, args.files, args.appends).items():
+                        runs[name].setdefault(metric, []).append(seconds)
+        big = {"native": big_read(native, args.big_mb, args.repeat),
+               "memfs": big_read(mnt, args.big_mb, args.repeat)}
+        for name, mounted in references.items():
+            with mounted() as root:
+                big[name] = big_read(root, args.big_mb, args.repeat)
         mem = memory_part(mnt, ws, state, args.memory_appends)
     finally:
         subprocess.run([sys.executable, "-m", "memfs", "umount", str(mnt)], env=env, capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"{args.files} files of 2 KiB, {args.appends} appends, median of {args.repeat} runs")
-    print(f"{'metric':<12} {'native':>10} {'memfs':>10} {'ratio':>8}")
+    others = [name for name in runs if name != "native"]
+    print(f"{'metric':<12} {'native':>10} " + " ".join(f"{name:>18}" for name in others) + "   (time, ratio to native)")
     for metric in runs["native"]:
         n = statistics.median(runs["native"][metric])
-        m = statistics.median(runs["memfs"][metric])
-        print(f"{metric:<12} {n * 1000:>8.1f}ms {m * 1000:>8.1f}ms {m / n:>7.1f}x")
+        cells = []
+        for name in others:
+            m = statistics.median(runs[name][metric])
+            cells.append(f"{m * 1000:>9.1f}ms {m / n:>6.1f}x")
+        print(f"{metric:<12} {n * 1000:>8.1f}ms " + " ".join(f"{c:>18}" for c in cells))
     for metric in big["native"]:
-        n, m = big["native"][metric], big["memfs"][metric]
-        print(f"{metric:<18} native {n:>7.0f} MB/s  memfs {m:>7.0f} MB/s  memfs/native {m / n:.2f}")
+        n = big["native"][metric]
+        cells = [f"{name} {big[name][metric]:.0f} MB/s ({big[name][metric] / n:.2f})" for name in others]
+        print(f"{metric:<23} native {n:.0f} MB/s; " + "; ".join(cells))
     ms = {k: sorted(v) for k, v in mem.items()}
 
     def p(values: list[float], q: float) -> float:

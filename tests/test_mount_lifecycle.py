@@ -143,3 +143,29 @@ def test_second_agent_has_its_own_index(tmp_path: Path, mount_factory) -> None:
     assert not main.search_json("sprint review Friday")["results"]
     assert work.search_json("sprint review Friday")["results"]
     assert (tmp_path / "state" / "main.sqlite").exists() and (tmp_path / "state" / "work.sqlite").exists()
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as stat_file:
+        fields = stat_file.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def test_daemon_stops_polling_once_requests_stop(mounted) -> None:
+    """Busy polling after requests must end with them: an idle mount uses no CPU."""
+    pid = mounted.pid
+    assert pid is not None
+    plain = mounted.mnt / "notes.txt"
+    plain.write_text("x\n")
+    started = time.monotonic()
+    while time.monotonic() - started < 1.0:  # a burst of back-to-back requests
+        os.stat(plain)
+        with open(plain, "a") as handle:
+            handle.write("y\n")
+    busy_before = cpu_seconds(pid)
+    time.sleep(0.3)  # the poller's window is 1 ms; let the watcher's last batch settle
+    idle_start = cpu_seconds(pid)
+    time.sleep(2.0)
+    idle = cpu_seconds(pid) - idle_start
+    assert busy_before > 0.2  # the daemon did serve the burst
+    assert idle < 0.3, f"the daemon used {idle:.2f} s of CPU in 2 s with no requests"

@@ -23,6 +23,7 @@ import pyfuse3
 import trio
 
 from memfs.config import Config
+from memfs.fs.busypoll import BusyPoll
 from memfs.fs.operations import MemfsOperations
 from memfs.fs.virtual import VirtualTree
 from memfs.fs.writes import MemoryWrites
@@ -151,6 +152,8 @@ class Daemon:
         self.writes = MemoryWrites(self.memory)
         self.ops = MemfsOperations(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,
                                    cfg.mount.xattrs, virtual=VirtualTree(self.memory, str(mountpoint)))
+        self.poll = BusyPoll(cfg.mount.busy_poll_us)
+        self.ops.on_request = self.poll.touch
 
     async def _invalidate(self, rel: str, exists: bool) -> None:
         """Something changed beside the mount: make the kernel forget what it cached of it."""
@@ -181,8 +184,9 @@ class Daemon:
             if self.cfg.mount.watch:
                 nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own)
             nursery.start_soon(self._signals)
+            nursery.start_soon(self.poll.run)
             self.writes.kick()  # embed whatever reconciliation left pending
-            await pyfuse3.main(min_tasks=4, max_tasks=64)
+            await pyfuse3.main(min_tasks=max(1, self.cfg.mount.min_tasks), max_tasks=64)
             nursery.cancel_scope.cancel()
 
     def run(self) -> None:

@@ -15,7 +15,7 @@ import trio
 from pyfuse3 import FUSEError
 
 from memfs.fs.inodes import ROOT
-from memfs.fs.passthrough import DirHandle, Passthrough, fuse_errors
+from memfs.fs.passthrough import DirHandle, Passthrough
 from memfs.fs.virtual import ROOT_NAMES, VirtualError, VirtualTree, VNode
 from memfs.memory import SyncError
 from memfs.workspace import SYNC_DIR, daily_date
@@ -74,7 +74,6 @@ class MemfsOperations(Passthrough):
 
     # -- reading --------------------------------------------------------------------------------
 
-    @fuse_errors
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         if not self._virtual_child(parent_inode, name):
             return await super().lookup(parent_inode, name, ctx)
@@ -88,7 +87,6 @@ class MemfsOperations(Passthrough):
         await self._rendered(node)
         return self.vattrs(node)
 
-    @fuse_errors
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
         if not self.virtual.owns(inode):
             return await super().getattr(inode, ctx)
@@ -96,7 +94,6 @@ class MemfsOperations(Passthrough):
         await self._rendered(node)
         return self.vattrs(node)
 
-    @fuse_errors
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         if not self.virtual.owns(inode):
             fh = await super().opendir(inode, ctx)
@@ -111,7 +108,6 @@ class MemfsOperations(Passthrough):
         self.dirs[fh] = DirHandle(inode, [], extra)
         return fh
 
-    @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         handle = self.dirs[fh]
         if not self.virtual.owns(handle.inode):
@@ -121,7 +117,6 @@ class MemfsOperations(Passthrough):
             if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, index + 1):
                 return
 
-    @fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         if not self.virtual.owns(inode):
             rel = self.inodes.path(inode)
@@ -215,14 +210,12 @@ class MemfsOperations(Passthrough):
         except FileNotFoundError:
             pass
 
-    @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles.get(fh)
         if handle is not None and handle.staged is not None:
             return self._stage(handle, off, buf)
         return await super().write(fh, off, buf)
 
-    @fuse_errors
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         self._refuse(parent_inode, names=(name,))
@@ -235,7 +228,6 @@ class MemfsOperations(Passthrough):
             info.direct_io = True
         return info, entry
 
-    @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> bytes:
         data = self.vhandles.get(fh)
         if data is None:
@@ -252,17 +244,14 @@ class MemfsOperations(Passthrough):
             return True
         return False
 
-    @fuse_errors
     async def flush(self, fh: int) -> None:
         if not await self._settled_here(fh):
             await super().flush(fh)
 
-    @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
         if not await self._settled_here(fh):
             await super().fsync(fh, datasync)
 
-    @fuse_errors
     async def release(self, fh: int) -> None:
         if self.vhandles.pop(fh, None) is not None:
             return
@@ -275,7 +264,6 @@ class MemfsOperations(Passthrough):
             return
         await super().release(fh)
 
-    @fuse_errors
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         if self.virtual.owns(inode):
             raise FUSEError(errno.EINVAL)
@@ -291,7 +279,6 @@ class MemfsOperations(Passthrough):
             if parent == ROOT and os.fsdecode(name) in ROOT_NAMES:
                 raise FUSEError(errno.EROFS)
 
-    @fuse_errors
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(inode)
@@ -305,40 +292,33 @@ class MemfsOperations(Passthrough):
                 raise FUSEError(errno.EPERM)
         return await super().setattr(inode, attr, fields, fh, ctx)
 
-    @fuse_errors
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
         return await super().mkdir(parent_inode, name, mode, ctx)
 
-    @fuse_errors
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
         return await super().mknod(parent_inode, name, mode, rdev, ctx)
 
-    @fuse_errors
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
         return await super().symlink(parent_inode, name, target, ctx)
 
-    @fuse_errors
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(inode, new_parent_inode, names=(b"", new_name))
         return await super().link(inode, new_parent_inode, new_name, ctx)
 
-    @fuse_errors
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode, names=(name,))
         await super().unlink(parent_inode, name, ctx)
 
-    @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode, names=(name,))
         await super().rmdir(parent_inode, name, ctx)
 
-    @fuse_errors
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode_old, parent_inode_new, names=(name_old, name_new))
@@ -352,24 +332,20 @@ class MemfsOperations(Passthrough):
                 pass
         await super().rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
 
-    @fuse_errors
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(inode)
         await super().setxattr(inode, name, value, ctx)
 
-    @fuse_errors
     async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(inode)
         await super().removexattr(inode, name, ctx)
 
-    @fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         if self.virtual.owns(inode):
             self._xattrs_enabled()
             raise FUSEError(pyfuse3.ENOATTR)
         return await super().getxattr(inode, name, ctx)
 
-    @fuse_errors
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
         if self.virtual.owns(inode):
             self._xattrs_enabled()

@@ -1,7 +1,7 @@
 """The FUSE operations: every call passes through to the workspace directory.
 
 Kept thin on purpose: paths come from the inode table, files from the backing directory, and
-memory-file side effects go to :class:`memfs.fs.writes.MemoryWrites`.  Every handler is wrapped
+memory-file side effects go to :class:`memfs.fs.writes.MemoryWrites`.  Every handler is guarded
 so an OSError becomes its errno and anything unexpected becomes EIO with a log line; an exception
 escaping a handler would stop pyfuse3's loop and leave a dead mount.
 """
@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import logging
 import os
 import stat
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pyfuse3
 from pyfuse3 import FUSEError
@@ -26,33 +25,44 @@ from memfs.fs.inodes import ROOT, InodeTable
 from memfs.fs.writes import MemoryWrites
 
 log = logging.getLogger(__name__)
-F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _AT_FDCWD = -100
 IS_ROOT = os.geteuid() == 0
 
 
-def fuse_errors(func: F) -> F:
-    @functools.wraps(func)
-    async def wrapper(self: Passthrough, *args: Any) -> Any:
+# The requests pyfuse3 hands us; each is guarded once, on the instance (see Passthrough.__init__).
+FUSE_HANDLERS = (
+    "lookup", "getattr", "setattr", "readlink", "statfs", "opendir", "readdir", "releasedir", "fsyncdir",
+    "mkdir", "rmdir", "mknod", "symlink", "link", "unlink", "rename", "open", "create", "read", "write",
+    "flush", "fsync", "release", "setxattr", "getxattr", "listxattr", "removexattr",
+)
+
+
+def guarded(owner: Passthrough, method: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
+    """``method`` as a FUSE handler: every OSError becomes its errno, anything else EIO."""
+    name = method.__name__
+
+    async def handler(*args: Any) -> Any:
+        owner.on_request()
         try:
-            return await func(self, *args)
+            return await method(*args)
         except FUSEError:
             raise
         except OSError as exc:
             if exc.errno is None:
-                log.error("%s%r: %s", func.__name__, args[:2], exc)
+                log.error("%s%r: %s", name, args[:2], exc)
                 raise FUSEError(errno.EIO) from None
             raise FUSEError(exc.errno) from None
         except KeyError:
             # An inode or handle the kernel still names but we no longer know (e.g. unlinked).
             raise FUSEError(errno.ENOENT) from None
         except Exception:
-            log.exception("unexpected error in %s%r", func.__name__, args[:2])
+            log.exception("unexpected error in %s%r", name, args[:2])
             raise FUSEError(errno.EIO) from None
 
-    return wrapper  # type: ignore[return-value]
+    handler.__name__ = name
+    return handler
 
 
 def renameat2(old: bytes, new: bytes, flags: int) -> None:
@@ -101,6 +111,11 @@ class Passthrough(pyfuse3.Operations):
         self.handles: dict[int, Handle] = {}
         self.dirs: dict[int, DirHandle] = {}
         self._next_fh = 1
+        self.on_request: Callable[[], None] = lambda: None  # the daemon's BusyPoll.touch
+        # Guard the handlers here rather than with a decorator on each method, so a subclass
+        # override calling super() is still guarded once per request, not once per layer.
+        for handler_name in FUSE_HANDLERS:
+            setattr(self, handler_name, guarded(self, getattr(self, handler_name)))
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -150,7 +165,6 @@ class Passthrough(pyfuse3.Operations):
 
     # -- lookups and attributes -----------------------------------------------------------------
 
-    @fuse_errors
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         if name == b".":
             return await self.getattr(parent_inode, ctx)
@@ -164,7 +178,6 @@ class Passthrough(pyfuse3.Operations):
         for inode, count in inode_list:
             self.inodes.forget(inode, count)
 
-    @fuse_errors
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
         handle = next((h for h in self.handles.values() if h.inode == inode), None) \
             if not self.inodes.has_paths(inode) else None
@@ -172,7 +185,6 @@ class Passthrough(pyfuse3.Operations):
             return self.attrs(inode, os.fstat(handle.fd))  # unlinked but still open
         return self.attrs(inode, os.lstat(self.full(self.inodes.path(inode))))
 
-    @fuse_errors
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         handle = self.handles.get(fh) if fh is not None else None
@@ -205,11 +217,9 @@ class Passthrough(pyfuse3.Operations):
                 await self.writes.changed(rel)
         return self.attrs(inode, os.lstat(path))
 
-    @fuse_errors
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
         return os.readlink(self.full(self.inodes.path(inode)))
 
-    @fuse_errors
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         st = os.statvfs(self.root_bytes)
         data = pyfuse3.StatvfsData()
@@ -220,7 +230,6 @@ class Passthrough(pyfuse3.Operations):
 
     # -- directories ----------------------------------------------------------------------------
 
-    @fuse_errors
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         rel = self.inodes.path(inode)
         entries = []
@@ -241,7 +250,6 @@ class Passthrough(pyfuse3.Operations):
         """Names in a directory that something else answers for (virtual files)."""
         return frozenset()
 
-    @fuse_errors
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         handle = self.dirs[fh]
         base = self.inodes.path(handle.inode) if self.inodes.has_paths(handle.inode) else None
@@ -260,11 +268,9 @@ class Passthrough(pyfuse3.Operations):
                 return
             self.inodes.nodes[inode].lookups += 1
 
-    @fuse_errors
     async def releasedir(self, fh: int) -> None:
         self.dirs.pop(fh, None)
 
-    @fuse_errors
     async def fsyncdir(self, fh: int, datasync: bool) -> None:
         handle = self.dirs[fh]
         fd = os.open(self.full(self.inodes.path(handle.inode)), os.O_RDONLY | os.O_DIRECTORY)
@@ -273,7 +279,6 @@ class Passthrough(pyfuse3.Operations):
         finally:
             os.close(fd)
 
-    @fuse_errors
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         rel = self.child(parent_inode, name)
         path = self.full(rel)
@@ -282,7 +287,6 @@ class Passthrough(pyfuse3.Operations):
         self._own(path, ctx)
         return self.entry_for(rel)
 
-    @fuse_errors
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         rel = self.child(parent_inode, name)
         os.rmdir(self.full(rel))
@@ -290,7 +294,6 @@ class Passthrough(pyfuse3.Operations):
 
     # -- names ----------------------------------------------------------------------------------
 
-    @fuse_errors
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         rel = self.child(parent_inode, name)
@@ -300,7 +303,6 @@ class Passthrough(pyfuse3.Operations):
         self._own(path, ctx)
         return self.entry_for(rel)
 
-    @fuse_errors
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         rel = self.child(parent_inode, name)
@@ -309,7 +311,6 @@ class Passthrough(pyfuse3.Operations):
         self._own(path, ctx, follow=False)
         return self.entry_for(rel)
 
-    @fuse_errors
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         rel = self.child(new_parent_inode, new_name)
@@ -318,14 +319,12 @@ class Passthrough(pyfuse3.Operations):
         await self.writes.changed(rel)
         return entry
 
-    @fuse_errors
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         rel = self.child(parent_inode, name)
         os.unlink(self.full(rel))
         self.inodes.unlinked(rel)
         await self.writes.removed(rel)
 
-    @fuse_errors
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx: pyfuse3.RequestContext) -> None:
         old = self.child(parent_inode_old, name_old)
@@ -364,7 +363,6 @@ class Passthrough(pyfuse3.Operations):
         flags = (flags & ~(os.O_DIRECT | os.O_NOFOLLOW)) | os.O_CLOEXEC
         return flags
 
-    @fuse_errors
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         rel = self.inodes.path(inode)
         fd = os.open(self.full(rel), self._backing_flags(flags) & ~os.O_CREAT)
@@ -373,7 +371,6 @@ class Passthrough(pyfuse3.Operations):
             self.handles[info.fh].dirty = True
         return info
 
-    @fuse_errors
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         rel = self.child(parent_inode, name)
@@ -391,11 +388,9 @@ class Passthrough(pyfuse3.Operations):
         self.handles[info.fh].dirty = True
         return info, entry
 
-    @fuse_errors
     async def read(self, fh: int, off: int, size: int) -> bytes:
         return os.pread(self.handles[fh].fd, size, off)
 
-    @fuse_errors
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles[fh]
         written = os.pwrite(handle.fd, buf, off)
@@ -407,13 +402,11 @@ class Passthrough(pyfuse3.Operations):
             handle.dirty = False
             await self.writes.changed(self.inodes.path(handle.inode))
 
-    @fuse_errors
     async def flush(self, fh: int) -> None:
         # close() returns after FLUSH (RELEASE comes later, asynchronously): index here so a
         # search right after close() sees the new content.
         await self._index_if_dirty(self.handles[fh])
 
-    @fuse_errors
     async def fsync(self, fh: int, datasync: bool) -> None:
         handle = self.handles[fh]
         if datasync:
@@ -422,7 +415,6 @@ class Passthrough(pyfuse3.Operations):
             os.fsync(handle.fd)
         await self._index_if_dirty(handle)
 
-    @fuse_errors
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh)
         try:
@@ -439,12 +431,10 @@ class Passthrough(pyfuse3.Operations):
         if not self.xattrs:
             raise FUSEError(errno.ENOSYS)  # the kernel then answers EOPNOTSUPP by itself
 
-    @fuse_errors
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._xattrs_enabled()
         os.setxattr(self.full(self.inodes.path(inode)), name, value, follow_symlinks=False)
 
-    @fuse_errors
     async def getxattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> bytes:
         self._xattrs_enabled()
         try:
@@ -454,13 +444,11 @@ class Passthrough(pyfuse3.Operations):
                 raise FUSEError(pyfuse3.ENOATTR) from None
             raise
 
-    @fuse_errors
     async def listxattr(self, inode: int, ctx: pyfuse3.RequestContext) -> list[bytes]:
         self._xattrs_enabled()
         names = os.listxattr(self.full(self.inodes.path(inode)), follow_symlinks=False)
         return [os.fsencode(n) for n in names]
 
-    @fuse_errors
     async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._xattrs_enabled()
         os.removexattr(self.full(self.inodes.path(inode)), name, follow_symlinks=False)

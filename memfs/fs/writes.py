@@ -4,6 +4,7 @@ so the workspace watcher can tell them from changes made beside the mount."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from pathlib import Path
@@ -23,20 +24,23 @@ class MemoryWrites:
         self.track_own = memory.cfg.mount.watch
         self.workspace: Path = memory.cfg.workspace
         self.extra = memory.cfg.index.extra_paths
+        self.prefix = str(self.workspace) + "/"
+        # Asked at every open, flush and close: classify each path once.
+        self.is_memory = functools.lru_cache(maxsize=16384)(self._classify)
         self._wakeup = trio.Event()
         # path -> (mtime_ns, size) after our last write, so the watcher skips its own echo.
         self.own: dict[str, tuple[int, int]] = {}
         # paths open for writing through the mount: their inotify events are ours (mid-write)
         self.writing: dict[str, int] = {}
 
-    def is_memory(self, rel: str) -> bool:
+    def _classify(self, rel: str) -> bool:
         return is_memory(rel, self.extra)
 
     def note_own(self, rel: str) -> None:
         if not self.track_own:
             return
         try:
-            st = os.stat(self.workspace / rel)
+            st = os.stat(self.prefix + rel)
         except OSError:
             self.own.pop(rel, None)
             return

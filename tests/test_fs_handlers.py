@@ -1,0 +1,93 @@
+"""The daemon's request plumbing without a mount: handler guarding and the busy poller."""
+
+from __future__ import annotations
+
+import errno
+from pathlib import Path
+from typing import Any
+
+import pyfuse3
+import pytest
+import trio
+
+from memfs.fs.busypoll import BusyPoll
+from memfs.fs.passthrough import Passthrough
+
+
+class Layered(Passthrough):
+    """A subclass overriding handlers the way MemfsOperations does."""
+
+    async def getattr(self, inode: int, ctx: Any = None) -> pyfuse3.EntryAttributes:
+        return await super().getattr(inode, ctx)
+
+    async def statfs(self, ctx: Any) -> pyfuse3.StatvfsData:
+        raise RuntimeError("a bug in a handler")
+
+    async def readlink(self, inode: int, ctx: Any) -> bytes:
+        raise OSError(errno.ENOSPC, "no space")
+
+
+def ops_for(tmp_path: Path) -> tuple[Layered, list[int]]:
+    ops = Layered(tmp_path, writes=None)  # type: ignore[arg-type]  # no memory files touched here
+    calls: list[int] = []
+    ops.on_request = lambda: calls.append(1)
+    return ops, calls
+
+
+def fuse_errno(coroutine: Any) -> int:
+    async def run() -> int:
+        with pytest.raises(pyfuse3.FUSEError) as caught:
+            await coroutine
+        return caught.value.errno
+
+    return trio.run(run)
+
+
+def test_each_request_is_guarded_once_even_through_super(tmp_path: Path) -> None:
+    ops, calls = ops_for(tmp_path)
+    attrs = trio.run(ops.getattr, pyfuse3.ROOT_INODE)
+    assert attrs.st_ino == pyfuse3.ROOT_INODE
+    assert len(calls) == 1  # one request, one touch of the poller, however many layers
+
+
+def test_errors_become_errnos_and_never_escape(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    ops, _ = ops_for(tmp_path)
+    assert fuse_errno(ops.readlink(pyfuse3.ROOT_INODE, None)) == errno.ENOSPC
+    assert fuse_errno(ops.getattr(424242)) == errno.ENOENT  # an inode we never handed out
+    assert fuse_errno(ops.lookup(pyfuse3.ROOT_INODE, b"missing", None)) == errno.ENOENT
+    assert fuse_errno(ops.statfs(None)) == errno.EIO
+    assert "unexpected error in statfs" in caplog.text
+
+
+def test_busy_poll_keeps_polling_through_its_window_then_parks() -> None:
+    async def main() -> None:
+        poll = BusyPoll(window_us=300_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll.run)
+            await trio.sleep(0.02)
+            assert poll.parked  # no request yet: the loop sleeps
+            poll.touch()
+            assert not poll.parked
+            await trio.sleep(0.02)
+            assert not poll.parked  # inside the window
+            await trio.sleep(0.6)
+            assert poll.parked  # no request for longer than the window
+            poll.touch()
+            await trio.sleep(0.01)
+            assert not poll.parked  # the next request wakes it again
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+def test_busy_poll_off_never_polls() -> None:
+    async def main() -> None:
+        poll = BusyPoll(window_us=0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll.run)
+            poll.touch()
+            await trio.sleep(0.01)
+            assert poll.parked
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)

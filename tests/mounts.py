@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import load_config
+from memfs.fs.mount import is_mounted as mount_table_has
 from memfs.memory import Memory
 
 
@@ -26,8 +27,7 @@ def memfs_cli(*args: str, env: dict[str, str] | None = None, input: str | None =
 
 
 def is_mounted(path: Path) -> bool:
-    with open("/proc/self/mounts") as mounts:
-        return any(line.split()[1] == str(path) for line in mounts)
+    return mount_table_has(path)
 
 
 @dataclass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,8 +11,10 @@ import pyfuse3
 import pytest
 import trio
 
+from memfs.fs import writes as writes_module
 from memfs.fs.busypoll import BusyPoll
 from memfs.fs.passthrough import Passthrough
+from memfs.fs.writes import OWN_WRITE_MEMORY_S, MemoryWrites
 
 
 class Layered(Passthrough):
@@ -91,3 +94,22 @@ def test_busy_poll_off_never_polls() -> None:
             nursery.cancel_scope.cancel()
 
     trio.run(main)
+
+
+def test_own_write_records_are_forgotten_after_a_while(workspace: Path, make_memory: Any,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    writes = MemoryWrites(make_memory(workspace, embedding__provider="none"))
+    clock = [1000.0]
+    monkeypatch.setattr(writes_module.time, "monotonic", lambda: clock[0])
+    for i in range(50):
+        (workspace / f"f{i}.txt").write_text("x")
+        writes.note_own(f"f{i}.txt")
+    first = os.stat(workspace / "f0.txt")
+    assert writes.is_own("f0.txt", first)
+    (workspace / "f0.txt").write_text("changed beside the mount")
+    assert not writes.is_own("f0.txt", os.stat(workspace / "f0.txt"))
+    clock[0] += OWN_WRITE_MEMORY_S + 1
+    (workspace / "g.txt").write_text("y")
+    writes.note_own("g.txt")
+    assert list(writes.own) == ["g.txt"]  # the old records went with the next write
+    assert not writes.is_own("f1.txt", os.stat(workspace / "f1.txt"))

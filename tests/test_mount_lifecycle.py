@@ -169,3 +169,15 @@ def test_daemon_stops_polling_once_requests_stop(mounted) -> None:
     idle = cpu_seconds(pid) - idle_start
     assert busy_before > 0.2  # the daemon did serve the burst
     assert idle < 0.3, f"the daemon used {idle:.2f} s of CPU in 2 s with no requests"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root may set a mount's read-ahead")
+def test_mount_raises_its_read_ahead(workspace: Path, mount_factory, tmp_path: Path) -> None:
+    m = mount_factory(workspace, mnt=tmp_path / "mount point")  # a space: escaped in /proc's tables
+    device = os.stat(m.mnt).st_dev
+    setting = Path(f"/sys/class/bdi/{os.major(device)}:{os.minor(device)}/read_ahead_kb")
+    assert setting.read_text().strip() == "1024"
+    data = os.urandom(5 << 20)
+    (m.mnt / "big.bin").write_bytes(data)
+    assert (m.mnt / "big.bin").read_bytes() == data
+    assert (workspace / "big.bin").read_bytes() == data

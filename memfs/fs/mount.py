@@ -12,6 +12,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -63,13 +64,50 @@ def log_file(state_dir: Path, mountpoint: Path) -> Path:
     return mounts_dir(state_dir) / f"{_key(mountpoint)}.log"
 
 
+def _unescape(field: str) -> str:
+    """/proc mount tables write space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def mount_device(mountpoint: Path) -> str | None:
+    """The "major:minor" of the filesystem mounted at ``mountpoint``, read without touching it
+    (a stat of our own mountpoint before the loop runs would wait for ourselves)."""
+    target = str(mountpoint)
+    device = None
+    try:
+        with open("/proc/self/mountinfo") as mountinfo:
+            for line in mountinfo:
+                fields = line.split()
+                if len(fields) > 4 and _unescape(fields[4]) == target:
+                    device = fields[2]  # the last one listed is the one on top
+    except OSError:
+        return None
+    return device
+
+
+def set_read_ahead(mountpoint: Path, kb: int) -> None:
+    """Raise the mount's read-ahead so sequential reads reach the daemon in 1 MiB requests
+    instead of the kernel's default 128 KiB (measured: reading a large file about twice as fast).
+    Only root may write the setting; anyone else keeps the default."""
+    device = mount_device(mountpoint)
+    if kb <= 0 or device is None:
+        return
+    setting = Path("/sys/class/bdi") / device / "read_ahead_kb"
+    try:
+        setting.write_text(f"{kb}\n")
+    except OSError as exc:
+        log.info("read-ahead stays at the kernel default (%s: %s)", setting, exc.strerror)
+    else:
+        log.info("read-ahead %d KiB", kb)
+
+
 def is_mounted(mountpoint: Path) -> bool:
     target = str(mountpoint)
     try:
         with open("/proc/self/mounts") as mounts:
             for line in mounts:
                 fields = line.split()
-                if len(fields) > 1 and fields[1].replace("\\040", " ") == target:
+                if len(fields) > 1 and _unescape(fields[1]) == target:
                     return True
     except OSError:
         pass
@@ -171,6 +209,11 @@ class Daemon:
         if parent is not None:
             pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
 
+    async def _tune(self) -> None:
+        # The kernel sets the mount's read-ahead when it gets our INIT reply; change it after.
+        await self.ops.initialized.wait()
+        set_read_ahead(self.mountpoint, self.cfg.mount.read_ahead_kb)
+
     async def _signals(self) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as received:
             async for signum in received:
@@ -185,6 +228,7 @@ class Daemon:
                 nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own)
             nursery.start_soon(self._signals)
             nursery.start_soon(self.poll.run)
+            nursery.start_soon(self._tune)
             self.writes.kick()  # embed whatever reconciliation left pending
             await pyfuse3.main(min_tasks=max(1, self.cfg.mount.min_tasks), max_tasks=64)
             nursery.cancel_scope.cancel()
@@ -260,6 +304,10 @@ def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
     record.unlink(missing_ok=True)
     if is_mounted(mountpoint):
         raise MountError(f"could not unmount {mountpoint}: is a program still using it? (fuser -m {mountpoint})")
+    if not stale and info is None:
+        # A live mount whose daemon this state directory has no record of (another
+        # MEMFS_STATE_DIR, or a pid file removed by hand): not stale, just not ours to signal.
+        return "unmounted (no record of its daemon here, so it was detached with fusermount3)"
     return "cleaned up a stale mount" if stale or not alive else "unmounted"
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pyfuse3
+import trio
 from pyfuse3 import FUSEError
 
 from memfs.fs.inodes import ROOT, InodeTable
@@ -112,6 +113,7 @@ class Passthrough(pyfuse3.Operations):
         self.dirs: dict[int, DirHandle] = {}
         self._next_fh = 1
         self.on_request: Callable[[], None] = lambda: None  # the daemon's BusyPoll.touch
+        self.initialized = trio.Event()  # the kernel's INIT is answered once this is set
         # Guard the handlers here rather than with a decorator on each method, so a subclass
         # override calling super() is still guarded once per request, not once per layer.
         for handler_name in FUSE_HANDLERS:
@@ -152,6 +154,11 @@ class Passthrough(pyfuse3.Operations):
         st = os.lstat(self.full(rel))
         inode = self.inodes.remember(rel, (st.st_dev, st.st_ino))
         return self.attrs(inode, st)
+
+    def init(self) -> None:
+        # pyfuse3 calls this while handling INIT and replies in the same step, so whoever wakes
+        # up on the event runs after the kernel has applied the connection's settings.
+        self.initialized.set()
 
     def _new_fh(self) -> int:
         fh = self._next_fh

@@ -7,6 +7,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import time
+from collections import OrderedDict
 from pathlib import Path
 
 import trio
@@ -15,6 +17,10 @@ from memfs.memory import Memory
 from memfs.workspace import is_memory
 
 log = logging.getLogger(__name__)
+
+# The watcher sees the echo of our own write within its debounce (50 ms); a record older than
+# this has served its purpose.  Forgetting one early only costs a redundant re-index.
+OWN_WRITE_MEMORY_S = 30.0
 
 
 class MemoryWrites:
@@ -28,8 +34,9 @@ class MemoryWrites:
         # Asked at every open, flush and close: classify each path once.
         self.is_memory = functools.lru_cache(maxsize=16384)(self._classify)
         self._wakeup = trio.Event()
-        # path -> (mtime_ns, size) after our last write, so the watcher skips its own echo.
-        self.own: dict[str, tuple[int, int]] = {}
+        # path -> (mtime_ns, size, when) after our last write, so the watcher skips its own echo;
+        # oldest first, pruned as new writes come in.
+        self.own: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
         # paths open for writing through the mount: their inotify events are ours (mid-write)
         self.writing: dict[str, int] = {}
 
@@ -44,10 +51,20 @@ class MemoryWrites:
         except OSError:
             self.own.pop(rel, None)
             return
-        self.own[rel] = (st.st_mtime_ns, st.st_size)
+        now = time.monotonic()
+        self.own[rel] = (st.st_mtime_ns, st.st_size, now)
+        self.own.move_to_end(rel)
+        while self.own:
+            oldest = next(iter(self.own.values()))
+            if now - oldest[2] <= OWN_WRITE_MEMORY_S:
+                break
+            self.own.popitem(last=False)
 
     def is_own(self, rel: str, st: os.stat_result) -> bool:
-        return rel in self.writing or self.own.get(rel) == (st.st_mtime_ns, st.st_size)
+        if rel in self.writing:
+            return True
+        record = self.own.get(rel)
+        return record is not None and record[:2] == (st.st_mtime_ns, st.st_size)
 
     def open_for_write(self, rel: str) -> None:
         self.writing[rel] = self.writing.get(rel, 0) + 1

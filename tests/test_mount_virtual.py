@@ -107,6 +107,20 @@ def test_names_errors_and_listing(vmount) -> None:
     assert (vmount.workspace / "MEMORY.md").exists()  # nothing was lost on the way
 
 
+def test_virtual_roots_answer_by_name_but_stay_out_of_tree_walks(vmount) -> None:
+    root = os.listdir(vmount.mnt)
+    assert "MEMORY.md" in root
+    assert not {"search", "context", ".memfs"} & set(root)
+    assert all((vmount.mnt / name).is_dir() for name in ("search", "context", ".memfs"))
+    (vmount.mnt / "search" / "pineapple.md").read_text()  # a recent query exists under search/
+    marker = "walkmarker-7f3a"
+    with open(vmount.mnt / "MEMORY.md", "a") as handle:
+        handle.write(f"- {marker}\n")
+    assert marker in (vmount.mnt / "context" / "main.md").read_text()
+    grep = subprocess.run(["grep", "-rl", marker, "."], cwd=vmount.mnt, capture_output=True, text=True)
+    assert grep.stdout.split() == ["./MEMORY.md"]  # not again through context/main.md
+
+
 def test_context_files(vmount) -> None:
     ctx = vmount.mnt / "context"
     main = (ctx / "main.md").read_bytes()

@@ -96,10 +96,10 @@ class MemfsOperations(Passthrough):
 
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         if not self.virtual.owns(inode):
-            fh = await super().opendir(inode, ctx)
-            if inode == ROOT:
-                self.dirs[fh].extra = [(n, self.vattrs(self.virtual.nodes[self.virtual.roots[n]])) for n in ROOT_NAMES]
-            return fh
+            # The virtual roots answer by name but stay out of the root's listing (like a
+            # NetApp .snapshot): grep -r, git add -A, tar, rsync and backups of the mount would
+            # otherwise walk rendered copies of the memory, which change on every read.
+            return await super().opendir(inode, ctx)
         extra = []
         for child in self.virtual.listing(inode):
             await self._rendered(child)

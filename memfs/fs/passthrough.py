@@ -410,9 +410,13 @@ class Passthrough(pyfuse3.Operations):
             await self.writes.changed(self.inodes.path(handle.inode))
 
     async def flush(self, fh: int) -> None:
-        # close() returns after FLUSH (RELEASE comes later, asynchronously): index here so a
-        # search right after close() sees the new content.
-        await self._index_if_dirty(self.handles[fh])
+        # close() returns after FLUSH (RELEASE comes later, asynchronously): index memory files
+        # here so a search right after close() sees the new content.  Anything else is settled
+        # at RELEASE, which close() does not wait for.
+        handle = self.handles[fh]
+        if handle.dirty and self.inodes.has_paths(handle.inode) \
+                and self.writes.is_memory(self.inodes.path(handle.inode)):
+            await self._index_if_dirty(handle)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         handle = self.handles[fh]

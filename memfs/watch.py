@@ -21,8 +21,9 @@ log = logging.getLogger(__name__)
 
 # Called with (workspace-relative path, exists now) for every change, memory file or not.
 OnChange = Callable[[str, bool], Awaitable[None]]
-# Tells whether a change is the echo of a write made through the mount (nothing to do then).
-IsOwn = Callable[[str, os.stat_result], bool]
+# Tells whether a change (the path's stat now, None if it is gone) is the echo of something done
+# through the mount (nothing to do then).
+IsOwn = Callable[[str, os.stat_result | None], bool]
 
 
 def _relative(workspace: Path, raw: str) -> str | None:
@@ -71,7 +72,7 @@ async def watch_workspace(
             except OSError as exc:
                 log.warning("watch: cannot stat %s: %s", rel, exc)
                 continue
-            if exists and is_own is not None and st is not None and is_own(rel, st):
+            if is_own is not None and is_own(rel, st):
                 continue
             log.info("changed beside the mount: %s", rel)
             await trio.to_thread.run_sync(_reindex, memory, rel)

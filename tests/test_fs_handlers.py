@@ -13,6 +13,7 @@ import trio
 
 from memfs.fs import writes as writes_module
 from memfs.fs.busypoll import BusyPoll
+from memfs.fs.inodes import InodeTable
 from memfs.fs.passthrough import Passthrough
 from memfs.fs.writes import OWN_WRITE_MEMORY_S, MemoryWrites
 
@@ -113,3 +114,26 @@ def test_own_write_records_are_forgotten_after_a_while(workspace: Path, make_mem
     writes.note_own("g.txt")
     assert list(writes.own) == ["g.txt"]  # the old records went with the next write
     assert not writes.is_own("f1.txt", os.stat(workspace / "f1.txt"))
+
+
+def test_an_inode_without_a_name_is_enoent_not_eio(tmp_path: Path) -> None:
+    table = InodeTable((1, 1))
+    inode = table.remember("a.txt", (1, 2))  # the kernel holds a lookup on it
+    table.unlinked("a.txt")
+    with pytest.raises(KeyError):  # guarded handlers turn KeyError into ENOENT
+        table.path(inode)
+    (tmp_path / "gone.txt").write_text("x")
+    ops, _ = ops_for(tmp_path)
+    entry = trio.run(ops.lookup, pyfuse3.ROOT_INODE, b"gone.txt", None)
+    ops.inodes.unlinked("gone.txt")
+    assert fuse_errno(ops.getattr(entry.st_ino)) == errno.ENOENT
+
+
+def test_removals_through_the_mount_are_recognised_as_our_own(workspace: Path, make_memory: Any) -> None:
+    writes = MemoryWrites(make_memory(workspace, embedding__provider="none"))
+    (workspace / "t.txt").write_text("x")
+    trio.run(writes.removed, "t.txt")
+    assert writes.is_own("t.txt", None)  # the watcher's "t.txt is gone" is our echo
+    assert not writes.is_own("other.txt", None)  # a removal made beside the mount is not
+    (workspace / "t.txt").write_text("made again beside the mount")
+    assert not writes.is_own("t.txt", os.stat(workspace / "t.txt"))

@@ -144,3 +144,24 @@ def test_xattrs_pass_through_when_enabled(workspace, mount_factory) -> None:
     with pytest.raises(OSError) as raised:
         os.getxattr(target, "user.colour")
     assert raised.value.errno == errno.ENODATA
+
+
+def test_tree_removed_and_made_again_keeps_every_name(mounted) -> None:
+    """rm -r then recreate through the mount while the watcher is still reporting the removal:
+    the late report must not take the new files' names away (it once made them EIO)."""
+    base = mounted.mnt / "scratch"
+    for round_ in range(6):
+        if base.exists():
+            shutil.rmtree(base)
+        base.mkdir()
+        paths = [base / f"f{i}.txt" for i in range(300)]
+        for p in paths:
+            p.write_bytes(b"x" * 64)
+        time.sleep(0.07 * (round_ % 3))  # let the watcher's batches land at different points
+        for p in paths:
+            with open(p, "ab") as handle:
+                handle.write(b"y\n")
+            os.stat(p)
+    assert all(p.read_bytes() == b"x" * 64 + b"y\n" for p in paths)
+    log = next((mounted.state / "mounts").glob("*.log")).read_text()
+    assert "unexpected error" not in log

@@ -37,6 +37,8 @@ class InodeTable:
         node = self.nodes[inode]
         if "" in node.paths:
             return ""
+        if not node.paths:
+            raise KeyError(inode)  # unlinked while the kernel still holds it: ENOENT, not EIO
         return min(node.paths)  # deterministic among hard links
 
     def has_paths(self, inode: int) -> bool:

@@ -199,7 +199,9 @@ class Daemon:
         parent_rel, _, name = rel.rpartition("/")
         parent = self.ops.inodes.inode_of(parent_rel)
         if inode is not None:
-            if not exists:
+            # Decided now, not when the watcher looked: the path may have been created again
+            # through the mount since, and its new inode must keep its name.
+            if not exists and not os.path.lexists(self.cfg.workspace / rel):
                 self.ops.inodes.unlinked(rel)
             try:
                 await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode)

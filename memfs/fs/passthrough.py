@@ -298,6 +298,7 @@ class Passthrough(pyfuse3.Operations):
         rel = self.child(parent_inode, name)
         os.rmdir(self.full(rel))
         self.inodes.unlinked(rel)
+        await self.writes.removed(rel)
 
     # -- names ----------------------------------------------------------------------------------
 

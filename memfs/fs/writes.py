@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 # The watcher sees the echo of our own write within its debounce (50 ms); a record older than
 # this has served its purpose.  Forgetting one early only costs a redundant re-index.
 OWN_WRITE_MEMORY_S = 30.0
+GONE = (-1, -1)  # the (mtime, size) we record for a path we removed or renamed away
 
 
 class MemoryWrites:
@@ -49,10 +50,15 @@ class MemoryWrites:
         try:
             st = os.stat(self.prefix + rel)
         except OSError:
-            self.own.pop(rel, None)
+            self._remember(rel, GONE)
+            return
+        self._remember(rel, (st.st_mtime_ns, st.st_size))
+
+    def _remember(self, rel: str, state: tuple[int, int]) -> None:
+        if not self.track_own:
             return
         now = time.monotonic()
-        self.own[rel] = (st.st_mtime_ns, st.st_size, now)
+        self.own[rel] = (*state, now)
         self.own.move_to_end(rel)
         while self.own:
             oldest = next(iter(self.own.values()))
@@ -60,11 +66,14 @@ class MemoryWrites:
                 break
             self.own.popitem(last=False)
 
-    def is_own(self, rel: str, st: os.stat_result) -> bool:
+    def is_own(self, rel: str, st: os.stat_result | None) -> bool:
+        """Whether the watcher's view of ``rel`` (its stat, None if gone) is our own doing."""
         if rel in self.writing:
             return True
         record = self.own.get(rel)
-        return record is not None and record[:2] == (st.st_mtime_ns, st.st_size)
+        if record is None:
+            return False
+        return record[:2] == (GONE if st is None else (st.st_mtime_ns, st.st_size))
 
     def open_for_write(self, rel: str) -> None:
         self.writing[rel] = self.writing.get(rel, 0) + 1
@@ -86,13 +95,13 @@ class MemoryWrites:
             self._wakeup.set()
 
     async def removed(self, rel: str) -> None:
-        """A file was unlinked (rmdir only ever removes empty directories: nothing indexed)."""
-        self.own.pop(rel, None)
+        """A file or an (empty) directory was removed through the mount."""
+        self._remember(rel, GONE)
         if self.is_memory(rel):
             await trio.to_thread.run_sync(self.memory.path_removed, rel)
 
     async def moved(self, old: str, new: str) -> None:
-        self.own.pop(old, None)
+        self.note_own(old)  # gone, or (RENAME_EXCHANGE) the other file now
         self.note_own(new)
         if not (self.is_memory(old) or self.is_memory(new) or (self.workspace / new).is_dir()):
             return  # a plain file moved (an editor's backup, a temp file): nothing to index

@@ -101,8 +101,6 @@ class MountConfig:
     # After each request the daemon keeps polling this long for the next one instead of letting
     # its CPU go idle (see memfs/fs/busypoll.py); 0 turns it off.
     busy_poll_us: int = 1000
-    # pyfuse3 worker tasks waiting for requests; more only adds wake-ups (measured).
-    min_tasks: int = 4
     # Kernel read-ahead for the mount (needs root; 0 leaves the kernel's 128 KiB).  Larger
     # read-ahead means fewer, larger FUSE read requests for sequential reads.
     read_ahead_kb: int = 1024

@@ -232,7 +232,7 @@ class Daemon:
             nursery.start_soon(self.poll.run)
             nursery.start_soon(self._tune)
             self.writes.kick()  # embed whatever reconciliation left pending
-            await pyfuse3.main(min_tasks=max(1, self.cfg.mount.min_tasks), max_tasks=64)
+            await pyfuse3.main(min_tasks=4, max_tasks=64)
             nursery.cancel_scope.cancel()
 
     def run(self) -> None:

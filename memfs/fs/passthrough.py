@@ -295,8 +295,11 @@ class Passthrough(pyfuse3.Operations):
         return self.entry_for(rel)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
+        await self._remove(parent_inode, name, os.rmdir)
+
+    async def _remove(self, parent_inode: int, name: bytes, remove: Callable[[bytes], None]) -> None:
         rel = self.child(parent_inode, name)
-        os.rmdir(self.full(rel))
+        remove(self.full(rel))
         self.inodes.unlinked(rel)
         await self.writes.removed(rel)
 
@@ -328,10 +331,7 @@ class Passthrough(pyfuse3.Operations):
         return entry
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        rel = self.child(parent_inode, name)
-        os.unlink(self.full(rel))
-        self.inodes.unlinked(rel)
-        await self.writes.removed(rel)
+        await self._remove(parent_inode, name, os.unlink)
 
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx: pyfuse3.RequestContext) -> None:
@@ -405,19 +405,20 @@ class Passthrough(pyfuse3.Operations):
         handle.dirty = True
         return written
 
-    async def _index_if_dirty(self, handle: Handle) -> None:
-        if handle.dirty and self.inodes.has_paths(handle.inode):
-            handle.dirty = False
-            await self.writes.changed(self.inodes.path(handle.inode))
+    async def _index_if_dirty(self, handle: Handle, memory_only: bool = False) -> None:
+        if not handle.dirty or not self.inodes.has_paths(handle.inode):
+            return
+        rel = self.inodes.path(handle.inode)
+        if memory_only and not self.writes.is_memory(rel):
+            return
+        handle.dirty = False
+        await self.writes.changed(rel)
 
     async def flush(self, fh: int) -> None:
         # close() returns after FLUSH (RELEASE comes later, asynchronously): index memory files
         # here so a search right after close() sees the new content.  Anything else is settled
         # at RELEASE, which close() does not wait for.
-        handle = self.handles[fh]
-        if handle.dirty and self.inodes.has_paths(handle.inode) \
-                and self.writes.is_memory(self.inodes.path(handle.inode)):
-            await self._index_if_dirty(handle)
+        await self._index_if_dirty(self.handles[fh], memory_only=True)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         handle = self.handles[fh]

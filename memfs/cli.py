@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from memfs.config import Config, ConfigError, load_config, parse_override
-from memfs.memory import GetError, Memory, UnknownMode
+from memfs.memory import GetError, Memory, NotAllowed, UnknownMode
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 from memfs.workspace import init_workspace
@@ -28,12 +28,16 @@ def _setup_logging(verbose: int) -> None:
 
 
 def global_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--workspace, --agent, --config, --set and -v on every command."""
+    """--workspace, --agent, --mode, --config, --set and -v: accepted before the command name
+    (``memfs -w ws status``) and after it (``memfs status -w ws``)."""
     options = [
         click.option("--workspace", "-w", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Workspace directory (env MEMFS_WORKSPACE; default: the workspace around the "
                           "current directory, else ~/memfs)."),
         click.option("--agent", "-a", default=None, help="Agent name; each agent has its own index (default main)."),
+        click.option("--mode", default=None,
+                     help="main (default) sees everything; shared (or any other value) never sees the "
+                          "private paths (privacy.private_paths, MEMORY.md by default). Env MEMFS_MODE."),
         click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
                      help="TOML config file (env MEMFS_CONFIG; default WORKSPACE/.memfs.toml, then ~/.config/memfs/config.toml)."),
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
@@ -45,12 +49,28 @@ def global_options(func: Callable[..., Any]) -> Callable[..., Any]:
     return func
 
 
-def _config(workspace: Path | None, agent: str | None, config_file: Path | None,
-            overrides: tuple[str, ...], verbose: int) -> Config:
-    _setup_logging(verbose)
+def _options(opts: dict[str, Any]) -> dict[str, Any]:
+    """A command's global options merged with those given before the command name (the
+    command's own win; --set and -v add up)."""
+    if opts.get("merged"):
+        return opts
+    outer: dict[str, Any] = click.get_current_context().find_root().obj or {}
+    merged = {**opts, "merged": True}
+    for key in ("workspace", "agent", "mode", "config_file"):
+        if merged.get(key) is None:
+            merged[key] = outer.get(key)
+    merged["overrides"] = tuple(outer.get("overrides", ())) + tuple(opts.get("overrides", ()))
+    merged["verbose"] = outer.get("verbose", 0) + opts.get("verbose", 0)
+    return merged
+
+
+def _config(opts: dict[str, Any]) -> Config:
+    opts = _options(opts)
+    _setup_logging(opts["verbose"])
     try:
-        return load_config(workspace=workspace, agent=agent, config_file=config_file,
-                           overrides=[parse_override(o) for o in overrides])
+        return load_config(workspace=opts["workspace"], agent=opts["agent"], mode=opts["mode"],
+                           config_file=opts["config_file"],
+                           overrides=[parse_override(o) for o in opts["overrides"]])
     except ConfigError as exc:
         raise click.ClickException(f"config: {exc}") from None
 
@@ -66,8 +86,11 @@ def _memory(cfg: Config, must_exist: bool = True) -> Memory:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memfs")
-def main() -> None:
+@global_options
+@click.pass_context
+def main(ctx: click.Context, **opts: Any) -> None:
     """memfs: agent memory as plain files, indexed for hybrid search, mountable with FUSE."""
+    ctx.obj = opts
 
 
 @main.command()
@@ -75,7 +98,7 @@ def main() -> None:
 @global_options
 def init(directory: Path | None, **opts: Any) -> None:
     """Create a workspace from the template (never overwrites an existing file)."""
-    cfg = _config(**opts)
+    cfg = _config(opts)
     target = (directory or cfg.workspace).expanduser().resolve()
     if target.exists() and not target.is_dir():
         raise click.ClickException(f"{target} exists and is not a directory")
@@ -113,7 +136,7 @@ def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
 @global_options
 def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     """Index the workspace's memory files (incremental: unchanged files are skipped)."""
-    cfg = _config(**opts)
+    cfg = _config(opts)
     memory = _memory(cfg)
     files_bar, files_done = _bar("reading files")
     embed_bar, embed_done = _bar("embedding chunks")
@@ -131,8 +154,10 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
         memory.close()
     summary: dict[str, int] = {}
     for outcome in outcomes:
-        summary[outcome.action] = summary.get(outcome.action, 0) + 1
-    skipped = [o for o in outcomes if o.action == "skipped"]
+        if not memory.privacy().hides(outcome.path):
+            summary[outcome.action] = summary.get(outcome.action, 0) + 1
+    privacy = memory.privacy()
+    skipped = [o for o in outcomes if o.action == "skipped" and not privacy.hides(o.path)]
     if as_json:
         click.echo(json.dumps({"summary": summary, "skipped": [{"path": o.path, "reason": o.reason} for o in skipped],
                                "status": status}))
@@ -153,14 +178,14 @@ def _search_one(memory: Memory, query: str, as_json: bool, limit: int | None, mi
 @main.command()
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="JSON output; with QUERY '-', JSON Lines.")
-@click.option("-n", "--max-results", "limit", type=click.IntRange(1, 1000), default=None,
+@click.option("-n", "--max-results", "limit", type=click.IntRange(1, 100), default=None,
               help="How many results at most (default search.max_results).")
 @click.option("--min-score", type=click.FloatRange(0, 1), default=None,
               help="Drop results scoring below this (default search.min_score).")
 @global_options
 def search(query: str, as_json: bool, limit: int | None, min_score: float | None, **opts: Any) -> None:
     """Hybrid search of the memory.  QUERY '-' reads one query per line from stdin."""
-    cfg = _config(**opts)
+    cfg = _config(opts)
     memory = _memory(cfg)
     try:
         if query == "-":
@@ -187,7 +212,7 @@ def search(query: str, as_json: bool, limit: int | None, min_score: float | None
 @global_options
 def get(path: str, from_line: int, lines: int | None, as_json: bool, **opts: Any) -> None:
     """Read part of a memory file, bounded; says where to continue."""
-    cfg = _config(**opts)
+    cfg = _config(opts)
     memory = _memory(cfg)
     try:
         result = memory.get(path, from_line, lines)
@@ -210,7 +235,7 @@ def get(path: str, from_line: int, lines: int | None, as_json: bool, **opts: Any
 @global_options
 def status(as_json: bool, **opts: Any) -> None:
     """Files, chunks, pending embeddings, provider and index size."""
-    cfg = _config(**opts)
+    cfg = _config(opts)
     memory = _memory(cfg)
     try:
         info = memory.status()
@@ -220,15 +245,16 @@ def status(as_json: bool, **opts: Any) -> None:
 
 
 @main.command()
-@click.argument("mode", required=False, default="main")
+@click.argument("bundle_mode", metavar="[main|shared]", required=False, default=None)
 @global_options
-def context(mode: str, **opts: Any) -> None:
-    """Print the context bundle (main, or shared without MEMORY.md); same bytes as context/MODE.md."""
-    cfg = _config(**opts)
+def context(bundle_mode: str | None, **opts: Any) -> None:
+    """Print the context bundle (main, or shared without private files); same bytes as
+    context/MODE.md.  Without an argument: the bundle of --mode (main by default)."""
+    cfg = _config(opts)
     memory = _memory(cfg)
     try:
-        click.echo(memory.bundle(mode), nl=False)
-    except UnknownMode as exc:
+        click.echo(memory.bundle(bundle_mode or cfg.mode), nl=False)
+    except (UnknownMode, NotAllowed) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
         memory.close()
@@ -241,7 +267,7 @@ def sync(as_json: bool, **opts: Any) -> None:
     """Store one [CLAWGPT-SYNC] message read from stdin; prints NO_REPLY on success."""
     from memfs.sync.protocol import SyncError
 
-    cfg = _config(**opts)
+    cfg = _config(opts)
     data = sys.stdin.buffer.read()
     memory = _memory(cfg)
     try:
@@ -261,7 +287,7 @@ def sync(as_json: bool, **opts: Any) -> None:
 @global_options
 def config_cmd(as_json: bool, **opts: Any) -> None:
     """Print the effective settings and where each came from."""
-    cfg = _config(**opts)
+    cfg = _config(opts)
     leaves = cfg.leaves()
     if as_json:
         click.echo(json.dumps({k: {"value": v if isinstance(v, (int, float, str, list)) else str(v), "source": s}
@@ -283,18 +309,20 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
     """Mount WORKSPACE on MOUNTPOINT: a passthrough whose memory writes are indexed at once."""
     from memfs.fs import mount as lifecycle
 
-    opts["workspace"] = workspace_dir
-    cfg = _config(**opts)
+    opts = _options({**opts, "workspace": workspace_dir})
+    cfg = _config(opts)
     target = Path(os.path.abspath(mountpoint.expanduser()))
     try:
         lifecycle.preflight(cfg, target, force)
+        for warning in lifecycle.shadowed_warnings(cfg):
+            click.echo(f"warning: {warning}", err=True)
         if foreground:
             if opts["verbose"] == 0:
                 logging.getLogger().setLevel(logging.INFO)
             lifecycle.Daemon(cfg, target).run()
             return
         argv = [sys.executable, "-m", "memfs", "mount", str(cfg.workspace), str(target), "--foreground",
-                "--agent", cfg.agent, "--set", f"state_dir={cfg.state_dir}"]
+                "--agent", cfg.agent, "--mode", cfg.mode, "--set", f"state_dir={cfg.state_dir}"]
         if opts["config_file"]:
             argv += ["--config", str(opts["config_file"])]
         for override in opts["overrides"]:
@@ -303,7 +331,7 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
         pid = lifecycle.start_background(cfg, target, argv)
     except lifecycle.MountError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"mounted {cfg.workspace} on {target} (agent {cfg.agent}, pid {pid}); "
+    click.echo(f"mounted {cfg.workspace} on {target} (agent {cfg.agent}, {cfg.mode} mode, pid {pid}); "
                f"log: {lifecycle.log_file(cfg.state_dir, target)}")
 
 
@@ -314,7 +342,7 @@ def umount(mountpoint: Path, **opts: Any) -> None:
     """Unmount cleanly (also clears a stale mount left by a crashed memfs)."""
     from memfs.fs import mount as lifecycle
 
-    cfg = _config(**opts)
+    cfg = _config(opts)
     target = Path(os.path.abspath(mountpoint.expanduser()))
     try:
         outcome = lifecycle.unmount(target, cfg.state_dir)
@@ -332,9 +360,8 @@ def watch(workspace_dir: Path | None, **opts: Any) -> None:
 
     from memfs.watch import watch_workspace
 
-    if workspace_dir is not None:
-        opts["workspace"] = workspace_dir
-    cfg = _config(**opts)
+    opts = _options({**opts, "workspace": workspace_dir or opts["workspace"]})
+    cfg = _config(opts)
     if opts["verbose"] == 0:
         logging.getLogger().setLevel(logging.INFO)
     memory = _memory(cfg)

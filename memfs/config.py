@@ -1,72 +1,115 @@
 """The one typed configuration tree of memfs and where each value came from.
 
 Values are layered, later layers winning: built-in defaults, a TOML file, environment variables,
-then command-line overrides.  Every leaf remembers its source so `memfs config` can say why a value
-is what it is.
+then command-line overrides.  The layers are merged as raw values first and validated once by
+pydantic, so every setting has one type and one range, and a bad value is reported with its key,
+the reason and the layer it came from.  Every leaf remembers its source so `memfs config` can say
+why a value is what it is.
 
 Environment variables: ``MEMFS_<SECTION>_<KEY>`` (for example ``MEMFS_SEARCH_MIN_SCORE=0.2``),
-plus the well-known ``MEMFS_WORKSPACE``, ``MEMFS_AGENT``, ``MEMFS_STATE_DIR`` and ``MEMFS_CONFIG``.
+plus the well-known ``MEMFS_WORKSPACE``, ``MEMFS_AGENT``, ``MEMFS_MODE``, ``MEMFS_STATE_DIR`` and
+``MEMFS_CONFIG``.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import logging
 import os
 import re
 import tomllib
-import types
 import typing
-from dataclasses import dataclass, field
+import zoneinfo
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the key and the source."""
 
 
-@dataclass
-class ChunkingConfig:
-    tokens: int = 400
-    overlap: int = 80
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-@dataclass
-class SearchConfig:
+def _zone(name: str) -> str:
+    """A time zone name zoneinfo knows (empty: the machine's own)."""
+    if name:
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"unknown time zone {name!r}: use an IANA name such as 'UTC', 'Europe/Berlin' or "
+                "'America/New_York' (see /usr/share/zoneinfo)"
+            ) from None
+    return name
+
+
+def _split_list(value: Any) -> Any:
+    """Lists come from TOML as lists and from env/flags as comma-separated text."""
+    if isinstance(value, str):
+        return [part.strip() for part in value.split(",") if part.strip()]
+    return value
+
+
+StrList = Annotated[list[str], Field(default_factory=list)]
+
+
+class ChunkingConfig(_Section):
+    tokens: int = Field(400, ge=16, le=8192, description="cl100k tokens per chunk")
+    overlap: int = Field(80, ge=0, description="tokens shared by consecutive chunks")
+
+    @model_validator(mode="after")
+    def check_overlap(self) -> ChunkingConfig:
+        if self.overlap >= self.tokens:
+            raise ValueError("chunking.overlap must be smaller than chunking.tokens")
+        return self
+
+
+class SearchConfig(_Section):
     # 0.5/0.5 (not the seeds' 0.7/0.3): measured better on LoCoMo, see memfs/index/search.py.
-    vector_weight: float = 0.5
-    text_weight: float = 0.5
-    min_score: float = 0.35
-    max_results: int = 6
-    candidate_multiplier: int = 4
-    snippet_chars: int = 700
+    vector_weight: float = Field(0.5, ge=0, le=1)
+    text_weight: float = Field(0.5, ge=0, le=1)
+    min_score: float = Field(0.35, ge=0, le=1)
+    max_results: int = Field(6, ge=1, le=100)
+    candidate_multiplier: int = Field(4, ge=1, le=50)
+    snippet_chars: int = Field(700, ge=80, le=20_000)
     # How long a search waits for freshly written chunks to be embedded before answering.
-    pending_wait_ms: int = 1000
+    pending_wait_ms: int = Field(1000, ge=0, le=60_000)
+
+    @model_validator(mode="after")
+    def check_weights(self) -> SearchConfig:
+        if self.vector_weight + self.text_weight <= 0:
+            raise ValueError("search.vector_weight + search.text_weight must be positive")
+        return self
 
 
-@dataclass
-class EmbeddingConfig:
-    provider: str = "local"  # local | openai | none
+class EmbeddingConfig(_Section):
+    provider: Literal["local", "openai", "none"] = "local"
     model: str = ""  # empty: the provider's default model
     model_path: str = ""  # local: another sentence-transformers style ONNX file
     tokenizer_path: str = ""  # local: its tokenizer.json
     base_url: str = ""  # openai: any OpenAI-compatible endpoint
     api_key_env: str = "OPENAI_API_KEY"
-    dimensions: int = 0  # openai: 0 means the model's own size
-    batch_size: int = 64
-    max_retries: int = 4
-    timeout_s: float = 30.0
+    dimensions: int = Field(0, ge=0, le=16_384)  # openai: 0 means the model's own size
+    batch_size: int = Field(64, ge=1, le=4096)
+    max_retries: int = Field(4, ge=0, le=20)
+    timeout_s: float = Field(30.0, gt=0, le=3600)
 
 
-@dataclass
-class IndexConfig:
-    extra_paths: list[str] = field(default_factory=list)  # glob patterns relative to the workspace
-    max_file_mb: float = 20.0
+class IndexConfig(_Section):
+    extra_paths: StrList  # glob patterns relative to the workspace
+    max_file_mb: float = Field(20.0, gt=0, le=100_000)
+
+    split_lists = field_validator("extra_paths", mode="before")(_split_list)
 
 
-@dataclass
-class BundleConfig:
-    files: list[str] = field(
+class BundleConfig(_Section):
+    files: list[str] = Field(
         default_factory=lambda: [
             "AGENTS.md",
             "SOUL.md",
@@ -77,67 +120,130 @@ class BundleConfig:
             "MEMORY.md",
         ]
     )
-    private_files: list[str] = field(default_factory=lambda: ["MEMORY.md"])
-    total_tokens: int = 8000
-    per_file_tokens: int = 3000
+    # The whole rendered bundle (manifest, headers and markers included) stays within this.
+    total_tokens: int = Field(8000, ge=300, le=1_000_000)
+    per_file_tokens: int = Field(3000, ge=50, le=1_000_000)
     timezone: str = ""  # empty: the machine's local time zone
 
+    split_lists = field_validator("files", mode="before")(_split_list)
+    check_zone = field_validator("timezone")(_zone)
 
-@dataclass
-class SyncConfig:
+    @field_validator("files")
+    @classmethod
+    def check_placeholders(cls, files: list[str]) -> list[str]:
+        for pattern in files:
+            try:
+                pattern.format(today="d", yesterday="d")
+            except (KeyError, IndexError, ValueError) as exc:
+                raise ValueError(f"{pattern!r}: only {{today}} and {{yesterday}} may appear in braces ({exc})")
+        return files
+
+
+class PrivacyConfig(_Section):
+    # Workspace-relative paths or glob patterns (a matching directory covers everything below it)
+    # that exist only for the main mode.  OpenClaw reads both spellings of the long-term file.
+    private_paths: list[str] = Field(default_factory=lambda: ["MEMORY.md", "memory.md"])
+
+    split_lists = field_validator("private_paths", mode="before")(_split_list)
+
+    @field_validator("private_paths")
+    @classmethod
+    def check_patterns(cls, patterns: list[str]) -> list[str]:
+        cleaned = []
+        for pattern in patterns:
+            text = pattern.strip().removeprefix("./").rstrip("/")
+            if not text or text.startswith("/") or ".." in text.split("/"):
+                raise ValueError(f"{pattern!r} must be a path or glob pattern relative to the workspace")
+            cleaned.append(text)
+        return cleaned
+
+
+class SyncConfig(_Section):
     timezone: str = "UTC"
 
+    check_zone = field_validator("timezone")(_zone)
 
-@dataclass
-class MountConfig:
+
+class MountConfig(_Section):
     # The kernel may cache names and attributes this long; changes made beside the mount are
     # invalidated explicitly by the watcher, so the timeouts can be long.
-    entry_timeout_s: float = 10.0
-    attr_timeout_s: float = 10.0
+    entry_timeout_s: float = Field(10.0, ge=0, le=86_400)
+    attr_timeout_s: float = Field(10.0, ge=0, le=86_400)
     watch: bool = True  # watch the workspace for changes made beside the mount
     # Pass extended attributes through.  Off: they are unsupported (EOPNOTSUPP), which spares
     # the kernel's security.capability lookup before every write.
     xattrs: bool = False
     # After each request the daemon keeps polling this long for the next one instead of letting
     # its CPU go idle (see memfs/fs/busypoll.py); 0 turns it off.
-    busy_poll_us: int = 1000
+    busy_poll_us: int = Field(1000, ge=0, le=100_000)
     # Kernel read-ahead for the mount (needs root; 0 leaves the kernel's 128 KiB).  Larger
     # read-ahead means fewer, larger FUSE read requests for sequential reads.
-    read_ahead_kb: int = 1024
+    read_ahead_kb: int = Field(1024, ge=0, le=65_536)
+    # Where the virtual folders appear: "" puts search/, context/ and .memfs/ at the mount's root;
+    # a folder name (".memfs") puts them all in it, so a workspace with real search/ or context/
+    # folders can be mounted whole.
+    virtual_prefix: str = ""
 
-
-@dataclass
-class Config:
-    workspace: Path = field(default_factory=lambda: Path.home() / "memfs")
-    agent: str = "main"
-    state_dir: Path = field(default_factory=lambda: _default_state_dir())
-    chunking: ChunkingConfig = field(default_factory=ChunkingConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    embedding: EmbeddingConfig = field(default_factory=EmbeddingConfig)
-    index: IndexConfig = field(default_factory=IndexConfig)
-    bundle: BundleConfig = field(default_factory=BundleConfig)
-    sync: SyncConfig = field(default_factory=SyncConfig)
-    mount: MountConfig = field(default_factory=MountConfig)
-    sources: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
-
-    @property
-    def index_path(self) -> Path:
-        return self.state_dir / f"{self.agent}.sqlite"
-
-    @property
-    def cache_path(self) -> Path:
-        return self.state_dir / f"{self.agent}.embcache.sqlite"
-
-    def leaves(self) -> list[tuple[str, Any, str]]:
-        """Every (dotted key, value, source) of the tree, in declaration order."""
-        out: list[tuple[str, Any, str]] = []
-        for key, value in _walk(self):
-            out.append((key, value, self.sources.get(key, "default")))
-        return out
+    @field_validator("virtual_prefix")
+    @classmethod
+    def check_prefix(cls, value: str) -> str:
+        name = value.strip().strip("/")
+        if value and (not name or "/" in name or name in (".", "..") or len(name.encode()) > 255):
+            raise ValueError(f"{value!r} must be one folder name, such as '.memfs' or '_memfs'")
+        return name
 
 
 AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-WORKSPACE_MARKERS = ("MEMORY.md", "AGENTS.md", "memory", "clawgpt-memory")
+MAIN_MODE = "main"
+SHARED_MODE = "shared"
+
+
+class Config(_Section):
+    workspace: Path = Field(default_factory=lambda: Path.home() / "memfs")
+    agent: str = "main"
+    # main sees everything; any other mode is shared: private paths do not exist for it.
+    mode: str = MAIN_MODE
+    state_dir: Path = Field(default_factory=lambda: _default_state_dir())
+    chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
+    search: SearchConfig = Field(default_factory=SearchConfig)
+    embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    bundle: BundleConfig = Field(default_factory=BundleConfig)
+    privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
+    sync: SyncConfig = Field(default_factory=SyncConfig)
+    mount: MountConfig = Field(default_factory=MountConfig)
+
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
+
+    @field_validator("agent")
+    @classmethod
+    def check_agent(cls, value: str) -> str:
+        if not AGENT_NAME.match(value):
+            raise ValueError("not allowed: use letters, digits, '.', '_' or '-' (at most 64, not starting with a symbol)")
+        return value
+
+    @field_validator("mode")
+    @classmethod
+    def check_mode(cls, value: str) -> str:
+        mode = value.strip().lower()
+        if mode not in (MAIN_MODE, SHARED_MODE):
+            # Unknown never means private: a typo must not open MEMORY.md to a group chat.
+            log.warning("mode %r is not 'main': treated as shared", value)
+            return SHARED_MODE
+        return mode
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return self._sources
+
+    def leaves(self) -> list[tuple[str, Any, str]]:
+        """Every (dotted key, value, source) of the tree, in declaration order."""
+        return [(key, value, self._sources.get(key, "default")) for key, value in _walk(self)]
+
+
+WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-memory")
+# Settings renamed since they were introduced: the old key keeps working.
+RENAMED = {"bundle.private_files": "privacy.private_paths"}
 
 
 def _default_state_dir() -> Path:
@@ -145,75 +251,64 @@ def _default_state_dir() -> Path:
     return Path(base) / "memfs"
 
 
-def _walk(obj: Any, prefix: str = "") -> typing.Iterator[tuple[str, Any]]:
-    for f in dataclasses.fields(obj):
-        if f.name == "sources":
-            continue
-        value = getattr(obj, f.name)
-        key = f"{prefix}{f.name}"
-        if dataclasses.is_dataclass(value):
-            yield from _walk(value, key + ".")
+def _walk(obj: BaseModel, prefix: str = "") -> typing.Iterator[tuple[str, Any]]:
+    for name in type(obj).model_fields:
+        value = getattr(obj, name)
+        if isinstance(value, BaseModel):
+            yield from _walk(value, f"{prefix}{name}.")
         else:
-            yield key, value
+            yield f"{prefix}{name}", value
 
 
-def _field_types(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+def _leaf_fields(model: type[BaseModel] = Config, prefix: str = "") -> dict[str, FieldInfo]:
+    """Every settable dotted key and its field."""
+    out: dict[str, FieldInfo] = {}
+    for name, info in model.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            out.update(_leaf_fields(annotation, f"{prefix}{name}."))
+        else:
+            out[f"{prefix}{name}"] = info
+    return out
 
 
-def _coerce(key: str, raw: Any, typ: Any, source: str) -> Any:
-    """Turn a TOML value or an environment string into the declared type of ``key``."""
-    origin = typing.get_origin(typ)
-    try:
-        if typ is Path:
-            return Path(os.path.expanduser(str(raw)))
-        if typ is bool:
-            if isinstance(raw, bool):
-                return raw
-            text = str(raw).strip().lower()
-            if text in ("1", "true", "yes", "on"):
-                return True
-            if text in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(raw)
-        if typ is int:
-            if isinstance(raw, bool):
-                raise ValueError(raw)
-            return int(raw)
-        if typ is float:
-            if isinstance(raw, bool):
-                raise ValueError(raw)
-            return float(raw)
-        if typ is str:
-            if not isinstance(raw, (str, int, float)):
-                raise ValueError(raw)
-            return str(raw)
-        if origin in (list, types.GenericAlias) or origin is list:
-            if isinstance(raw, str):
-                return [p.strip() for p in raw.split(",") if p.strip()]
-            if not isinstance(raw, list):
-                raise ValueError(raw)
-            return [str(x) for x in raw]
-    except (TypeError, ValueError):
-        pass
-    else:
-        raise ConfigError(f"{key}: unsupported type {typ!r} (from {source})")
-    raise ConfigError(f"{key}: {raw!r} is not a valid {getattr(typ, '__name__', typ)} (from {source})")
+LEAVES = _leaf_fields()
 
 
-def _set(cfg: Config, key: str, raw: Any, source: str) -> None:
-    parts = key.split(".")
-    target: Any = cfg
-    for part in parts[:-1]:
-        if not dataclasses.is_dataclass(target) or part not in _field_types(type(target)):
-            raise ConfigError(f"unknown setting {key!r} (from {source})")
-        target = getattr(target, part)
-    leaf = parts[-1]
-    hints = _field_types(type(target)) if dataclasses.is_dataclass(target) else {}
-    if leaf not in hints or leaf == "sources" or dataclasses.is_dataclass(getattr(target, leaf)):
-        raise ConfigError(f"unknown setting {key!r} (from {source})")
-    setattr(target, leaf, _coerce(key, raw, hints[leaf], source))
-    cfg.sources[key] = source
+class _Layers:
+    """Raw values keyed by dotted key, with the layer each came from."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+        self.sources: dict[str, str] = {}
+
+    def set(self, key: str, value: Any, source: str) -> None:
+        key = key.strip()
+        if key in RENAMED:
+            log.warning("setting %s is now called %s (from %s)", key, RENAMED[key], source)
+            key = RENAMED[key]
+        if key not in LEAVES:
+            hint = _closest(key)
+            raise ConfigError(f"unknown setting {key!r} (from {source})" + (f": did you mean {hint!r}?" if hint else ""))
+        self.values[key] = value
+        self.sources[key] = source
+
+    def tree(self) -> dict[str, Any]:
+        nested: dict[str, Any] = {}
+        for key, value in self.values.items():
+            *sections, leaf = key.split(".")
+            target = nested
+            for section in sections:
+                target = target.setdefault(section, {})
+            target[leaf] = value
+        return nested
+
+
+def _closest(key: str) -> str | None:
+    import difflib
+
+    found = difflib.get_close_matches(key, list(LEAVES), n=1, cutoff=0.75)
+    return found[0] if found else None
 
 
 def _flatten(table: dict[str, Any], prefix: str = "") -> typing.Iterator[tuple[str, Any]]:
@@ -226,11 +321,24 @@ def _flatten(table: dict[str, Any], prefix: str = "") -> typing.Iterator[tuple[s
 
 def _env_key_map() -> dict[str, str]:
     """``MEMFS_SEARCH_MIN_SCORE`` -> ``search.min_score`` for every leaf of the tree."""
-    mapping: dict[str, str] = {}
-    for key, _ in _walk(Config()):
-        mapping["MEMFS_" + key.replace(".", "_").upper()] = key
-    mapping["MEMFS_STATE_DIR"] = "state_dir"
+    mapping = {"MEMFS_" + key.replace(".", "_").upper(): key for key in LEAVES}
+    mapping.pop("MEMFS_WORKSPACE", None)  # settled before the layers (it picks the TOML file)
     return mapping
+
+
+def _explain(exc: ValidationError, layers: _Layers) -> ConfigError:
+    """pydantic's errors as one line per bad setting: key, value, reason, source."""
+    messages = []
+    for error in exc.errors():
+        key = ".".join(str(part) for part in error["loc"])
+        reason = error["msg"].removeprefix("Value error, ")
+        source = layers.sources.get(key)
+        if key in LEAVES and "input" in error:
+            text = f"{key} = {error['input']!r}: {reason}"
+        else:
+            text = reason if reason.startswith(tuple(LEAVES)) or not key else f"{key}: {reason}"
+        messages.append(text + (f" (from {source})" if source else ""))
+    return ConfigError("; ".join(messages))
 
 
 def find_workspace(start: Path) -> Path | None:
@@ -254,6 +362,7 @@ def load_config(
     *,
     workspace: str | Path | None = None,
     agent: str | None = None,
+    mode: str | None = None,
     config_file: str | Path | None = None,
     overrides: typing.Iterable[tuple[str, Any]] = (),
     env: typing.Mapping[str, str] | None = None,
@@ -261,11 +370,11 @@ def load_config(
 ) -> Config:
     """Build the effective configuration.
 
-    ``workspace`` and ``agent`` are the command-line flags (None when not given); ``overrides`` are
-    further ``key=value`` flags.  ``env`` defaults to ``os.environ``.
+    ``workspace``, ``agent`` and ``mode`` are the command-line flags (None when not given);
+    ``overrides`` are further ``key=value`` flags.  ``env`` defaults to ``os.environ``.
     """
     env = os.environ if env is None else env
-    cfg = Config()
+    layers = _Layers()
 
     # The workspace decides which TOML file applies, so settle it first.
     if workspace is not None:
@@ -274,7 +383,8 @@ def load_config(
         ws, ws_source = Path(env["MEMFS_WORKSPACE"]), "env MEMFS_WORKSPACE"
     else:
         found = find_workspace((cwd or Path.cwd()).resolve())
-        ws, ws_source = (found, "current directory") if found else (cfg.workspace, "default")
+        ws, ws_source = (found, "current directory") if found else (Path.home() / "memfs", "default")
+    # resolve(): a workspace reached through a symlink is the same workspace (and the same index).
     ws = Path(os.path.expanduser(str(ws))).resolve()
 
     explicit = config_file or env.get("MEMFS_CONFIG")
@@ -291,50 +401,27 @@ def load_config(
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file {path}: {exc}") from exc
         for key, value in _flatten(table):
-            _set(cfg, key, value, f"file {path}")
+            layers.set(key, value, f"file {path}")
 
-    key_map = _env_key_map()
-    for name, value in sorted(env.items()):
-        if name in ("MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_AGENT"):
-            continue
-        if name.startswith("MEMFS_") and name in key_map:
-            _set(cfg, key_map[name], value, f"env {name}")
-    if env.get("MEMFS_AGENT"):
-        _set(cfg, "agent", env["MEMFS_AGENT"], "env MEMFS_AGENT")
+    for name, key in sorted(_env_key_map().items()):
+        if name in env:
+            layers.set(key, env[name], f"env {name}")
 
     for key, value in overrides:
-        _set(cfg, key, value, f"flag {key}")
+        layers.set(key, value, f"flag {key}")
     if agent is not None:
-        _set(cfg, "agent", agent, "flag --agent")
+        layers.set("agent", agent, "flag --agent")
+    if mode is not None:
+        layers.set("mode", mode, "flag --mode")
+    layers.set("workspace", ws, ws_source)
 
-    cfg.workspace = ws
-    cfg.sources["workspace"] = ws_source
+    try:
+        cfg = Config.model_validate(layers.tree())
+    except ValidationError as exc:
+        raise _explain(exc, layers) from None
+    cfg.sources.update(layers.sources)
     cfg.state_dir = Path(os.path.expanduser(str(cfg.state_dir))).resolve()
-    validate(cfg)
     return cfg
-
-
-def validate(cfg: Config) -> None:
-    if not AGENT_NAME.match(cfg.agent):
-        raise ConfigError(
-            f"agent name {cfg.agent!r} is not allowed: use letters, digits, '.', '_' or '-' (max 64)"
-        )
-    if cfg.chunking.tokens < 16:
-        raise ConfigError("chunking.tokens must be at least 16")
-    if not 0 <= cfg.chunking.overlap < cfg.chunking.tokens:
-        raise ConfigError("chunking.overlap must be >= 0 and smaller than chunking.tokens")
-    if cfg.search.vector_weight < 0 or cfg.search.text_weight < 0:
-        raise ConfigError("search weights must not be negative")
-    if cfg.search.vector_weight + cfg.search.text_weight <= 0:
-        raise ConfigError("search.vector_weight + search.text_weight must be positive")
-    if cfg.search.max_results < 1 or cfg.search.candidate_multiplier < 1:
-        raise ConfigError("search.max_results and search.candidate_multiplier must be at least 1")
-    if cfg.embedding.provider not in ("local", "openai", "none"):
-        raise ConfigError(
-            f"embedding.provider {cfg.embedding.provider!r} is unknown: use local, openai or none"
-        )
-    if cfg.bundle.total_tokens < 100 or cfg.bundle.per_file_tokens < 50:
-        raise ConfigError("bundle.total_tokens must be >= 100 and bundle.per_file_tokens >= 50")
 
 
 def parse_override(text: str) -> tuple[str, str]:

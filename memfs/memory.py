@@ -1,7 +1,9 @@
 """``Memory``: the one façade every front end (CLI, FUSE, watcher) calls.
 
-It owns the agent's store, the embedding provider and the indexer, and answers search, get,
-bundle, status, file_changed and ingest_sync.  Nothing here knows about FUSE or click.
+It owns the (workspace, agent) store, the embedding provider and the indexer, and answers
+search, get, bundle, status, file_changed and ingest_sync.  Reads take a mode: ``main`` sees
+everything, any other mode is shared and never sees a private path (see :mod:`memfs.privacy`).
+Nothing here knows about FUSE or click.
 """
 
 from __future__ import annotations
@@ -17,15 +19,17 @@ from pathlib import Path
 
 import numpy as np
 
-from memfs.config import Config
+from memfs.config import MAIN_MODE, SHARED_MODE, Config
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import SearchParams, SearchResponse, hybrid_search
 from memfs.index.store import Store
+from memfs.privacy import Privacy
 from memfs.render import bundle as bundle_render
 from memfs.sync import protocol as sync_protocol
 from memfs.sync.store import IngestResult, SyncStore
-from memfs.workspace import OutsideWorkspace, is_memory, relative, timezone, today
+from memfs.state import StatePaths, locate
+from memfs.workspace import LONG_TERM_NAMES, OutsideWorkspace, is_memory, relative, timezone, today
 
 log = logging.getLogger(__name__)
 
@@ -57,12 +61,16 @@ class GetError(ValueError):
     pass
 
 
-BUNDLE_MODES = ("main", "shared")
+BUNDLE_MODES = (MAIN_MODE, SHARED_MODE)
 SyncError = sync_protocol.SyncError  # what ingest_sync raises, for front ends that must not import sync/
 
 
 class UnknownMode(ValueError):
     pass
+
+
+class NotAllowed(PermissionError):
+    """What a shared mode may not read (the main context bundle)."""
 
 
 class Memory:
@@ -73,10 +81,31 @@ class Memory:
         self.provider_error = ""
         self._embed_lock = threading.Lock()
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
-        self.store = Store(cfg.index_path, cfg.cache_path)
+        self.paths: StatePaths = locate(cfg)
+        self.store = Store(self.paths.index, self.paths.cache)
         self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
         self.indexer = Indexer(cfg, self.store, self.provider)
+        self._hidden: tuple[int, frozenset[str]] = (-1, frozenset())
         self._check_fingerprint()
+        self._check_workspace()
+
+    def privacy(self, mode: str | None = None) -> Privacy:
+        """What ``mode`` (default: the configured one) may see."""
+        return Privacy(self.cfg.privacy.private_paths, self.cfg.mode if mode is None else mode)
+
+    def _check_workspace(self) -> None:
+        """An index serves only the workspace it was made from: one recorded for another
+        workspace (an index of an earlier version, a moved workspace, a copied state directory)
+        is first reconciled with this workspace's files, which drops every other file's text."""
+        wanted = self.paths.identity.as_json()
+        recorded = self.store.get_meta("workspace")
+        if recorded == wanted:
+            return
+        if recorded is not None or self.store.files():
+            log.warning("index %s was made for %s; reconciling it with %s before use", self.paths.index,
+                        recorded or "an unknown workspace", self.cfg.workspace)
+            self.indexer.reconcile()
+        self.store.set_meta("workspace", wanted)
 
     # -- provider and fingerprint -------------------------------------------------------------
 
@@ -112,13 +141,14 @@ class Memory:
     def rebuild(self, progress: Progress | None = None) -> list[Outcome]:
         """Build a fresh index beside the old one, then swap it in atomically.  Searches keep using
         the old index until the swap; the embedding cache carries over."""
-        target = self.cfg.index_path
+        target = self.paths.index
         scratch = target.with_name(target.name + ".rebuild")
         for suffix in ("", "-wal", "-shm"):
             Path(str(scratch) + suffix).unlink(missing_ok=True)
-        fresh = Store(scratch, self.cfg.cache_path)
+        fresh = Store(scratch, self.paths.cache)
         ident = self._identity()
         fresh.set_fingerprint(fingerprint(self.cfg, ident), ident[2])
+        fresh.set_meta("workspace", self.paths.identity.as_json())
         builder = Indexer(self.cfg, fresh, self.indexer.provider)
         outcomes = builder.reconcile(progress)
         try:
@@ -131,7 +161,7 @@ class Memory:
         with self.store.lock:
             self.store.close()
             replace_index_file(scratch, target)
-            self.store = Store(target, self.cfg.cache_path)
+            self.store = Store(target, self.paths.cache)
             self.indexer = Indexer(self.cfg, self.store, self.indexer.provider)
         return outcomes
 
@@ -206,9 +236,15 @@ class Memory:
         max_results: int | None = None,
         min_score: float | None = None,
         wait_ms: int | None = None,
+        mode: str | None = None,
     ) -> SearchResponse:
         params = SearchParams.from_config(self.cfg.search, max_results, min_score)
         warnings: list[str] = []
+        if self.store.get_meta("reconciled_at") is None:
+            warnings.append(
+                f"this workspace has not been indexed yet for agent {self.cfg.agent}: run `memfs index` "
+                "(a mount or `memfs watch` keeps it current)"
+            )
         wait = self.cfg.search.pending_wait_ms if wait_ms is None else wait_ms
         deadline = time.monotonic() + wait / 1000
         # Freshly written chunks: embed them now (or wait for the worker doing so) within budget.
@@ -219,7 +255,8 @@ class Memory:
         embedding = self._query_pool.submit(self._embed_query, query) if provider.dims else None
         with self.store.lock:
             # The query is embedded on another thread while SQLite runs the keyword side.
-            results = hybrid_search(self.store, query, embedding.result if embedding else None, params)
+            results = hybrid_search(self.store, query, embedding.result if embedding else None, params,
+                                    exclude=self._hidden_paths(self.privacy(mode)))
             generation = self.store.generation
             pending = self.store.pending_count()
         if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
@@ -234,6 +271,15 @@ class Memory:
             warnings=warnings,
         )
 
+    def _hidden_paths(self, privacy: Privacy) -> frozenset[str]:
+        """The indexed paths ``privacy`` must not see (remembered per index generation)."""
+        if not privacy.shared:
+            return frozenset()
+        generation = self.store.generation
+        if self._hidden[0] != generation:
+            self._hidden = (generation, privacy.hidden_among(r.path for r in self.store.files()))
+        return self._hidden[1]
+
     def _embed_query(self, query: str) -> np.ndarray | None:
         try:
             return self.provider.embed([query])[0]
@@ -242,7 +288,7 @@ class Memory:
             log.warning("query embedding failed, keyword search only: %s", exc)
             return None
 
-    def get(self, path: str, from_line: int = 1, lines: int | None = None) -> GetResult:
+    def get(self, path: str, from_line: int = 1, lines: int | None = None, mode: str | None = None) -> GetResult:
         """Read part of a workspace file, bounded, saying where to continue."""
         if from_line < 1:
             raise GetError("--from must be 1 or more")
@@ -254,7 +300,8 @@ class Memory:
         except OutsideWorkspace as exc:
             raise GetError(str(exc)) from None
         full = self.cfg.workspace / rel
-        if not full.is_file():
+        # A private file answers exactly like a missing one: a shared reader learns nothing.
+        if not full.is_file() or self.privacy(mode).hides_file(self.cfg.workspace, rel):
             raise GetError(f"{rel}: no such file in the workspace")
         data = full.read_bytes()
         if b"\x00" in data:
@@ -264,6 +311,8 @@ class Memory:
         if all_lines and all_lines[-1] == "":
             all_lines.pop()
         total = len(all_lines)
+        if from_line > max(total, 1):
+            raise GetError(f"{rel} has {total} line{'s' if total != 1 else ''}: --from {from_line} is past its end")
         picked: list[str] = []
         size = 0
         for line in all_lines[from_line - 1 : from_line - 1 + count]:
@@ -278,32 +327,50 @@ class Memory:
         body = "\n".join(picked) + ("\n" if picked else "")
         return GetResult(rel, from_line, to_line, total, body, next_from)
 
-    def ingest_sync(self, data: bytes, source: str = "stdin") -> IngestResult:
-        """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
-        already stored anywhere, append the rest to their date files, index those files.
-        Invalid input stores nothing, is kept under clawgpt-memory/.rejected/ and raises SyncError."""
+    def _parse_sync(self, data: bytes, source: str, first_line: int = 1) -> list[sync_protocol.SyncMessage]:
+        """Validated messages; invalid data is kept under clawgpt-memory/.rejected/ with the
+        reason, and raises SyncError."""
         try:
-            messages = sync_protocol.parse(data)
+            return sync_protocol.parse(data, first_line)
         except sync_protocol.SyncError as exc:
             kept = self.sync_store.reject(source, data, str(exc))
             log.warning("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
+
+    def check_sync(self, data: bytes, source: str = "stdin", first_line: int = 1) -> int:
+        """Validate sync data without storing it; returns how many messages it holds."""
+        return len(self._parse_sync(data, source, first_line))
+
+    @staticmethod
+    def sync_is_envelope(data: bytes) -> bool:
+        """Whether sync data is (the start of) a [CLAWGPT-SYNC] envelope, judged only whole."""
+        return sync_protocol.is_envelope_start(data)
+
+    def ingest_sync(self, data: bytes, source: str = "stdin") -> IngestResult:
+        """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
+        already stored anywhere, append the rest to their date files, index those files.
+        Invalid input stores nothing, is kept under clawgpt-memory/.rejected/ and raises SyncError."""
+        messages = self._parse_sync(data, source)
         result = self.sync_store.ingest(messages)
         for rel in result.files:
             self.file_changed(rel)
         return result
 
-    def bundle(self, mode: str, now: dt.datetime | None = None) -> str:
-        """The prompt bundle of ``mode`` (main: everything; shared: without private files)."""
+    def bundle(self, mode: str, now: dt.datetime | None = None, viewer: str | None = None) -> str:
+        """The prompt bundle of ``mode`` (main: everything; shared: without private files), as
+        read by ``viewer`` (default: the configured mode; a shared viewer may not read main)."""
         if mode not in BUNDLE_MODES:
             raise UnknownMode(f"unknown context mode {mode!r}: use main or shared")
+        if mode == MAIN_MODE and self.privacy(viewer).shared:
+            raise NotAllowed("the main context is not available in shared mode: read the shared context")
+        privacy = self.privacy(mode)
         settings = self.cfg.bundle
         day = today(timezone(settings.timezone), now)
         names = {"today": day.isoformat(), "yesterday": (day - dt.timedelta(days=1)).isoformat()}
         files = []
         for pattern in settings.files:
-            rel = pattern.format(**names)
-            if mode == "shared" and rel in settings.private_files:
+            rel = self._long_term_spelling(pattern.format(**names))
+            if privacy.hides_file(self.cfg.workspace, rel):
                 continue
             full = self.cfg.workspace / rel
             try:
@@ -311,22 +378,31 @@ class Memory:
             except OSError:
                 text = None
             files.append(bundle_render.BundleFile(rel, text))
-        sections = bundle_render.build(files, settings.total_tokens, settings.per_file_tokens)
-        return bundle_render.render(mode, day.isoformat(), sections, settings.total_tokens)
+        return bundle_render.bundle(mode, day.isoformat(), files, settings.total_tokens, settings.per_file_tokens)
 
-    def status(self) -> dict[str, object]:
-        counts = self.store.counts()
+    def _long_term_spelling(self, rel: str) -> str:
+        """OpenClaw reads MEMORY.md, or memory.md when that is the one that exists."""
+        if rel in LONG_TERM_NAMES and not (self.cfg.workspace / rel).exists():
+            for other in LONG_TERM_NAMES:
+                if (self.cfg.workspace / other).is_file():
+                    return other
+        return rel
+
+    def status(self, mode: str | None = None) -> dict[str, object]:
+        privacy = self.privacy(mode)
+        counts = self.store.counts(exclude=self._hidden_paths(privacy))
         provider = self.provider
         return {
             "workspace": str(self.cfg.workspace),
             "agent": self.cfg.agent,
+            "mode": privacy.mode,
             **counts,
             "provider": self.cfg.embedding.provider,
             "model": provider.model,
             "dims": provider.dims,
             "provider_error": self.provider_error,
             "generation": self.store.generation,
-            "index_path": str(self.cfg.index_path),
+            "index_path": str(self.paths.index),
             "index_bytes": self.store.size_bytes(),
             "uptime_s": round(time.time() - self.started, 1),
         }

@@ -1,6 +1,6 @@
 """What a path inside a memory workspace is, the dates that name daily files, and the template.
 
-A workspace is a plain directory: ``MEMORY.md`` (long-term memory), ``memory/YYYY-MM-DD.md``
+A workspace is a plain directory: ``MEMORY.md`` or ``memory.md`` (long-term memory), ``memory/YYYY-MM-DD.md``
 (daily logs), ``clawgpt-memory/YYYY-MM-DD.jsonl`` (ClawGPT sync), ``sessions/*.jsonl`` (session
 transcripts) and anything else, which memfs passes through without indexing.
 """
@@ -29,13 +29,15 @@ def _template_dir() -> Path:
 
 TEMPLATE_DIR = _template_dir()
 SYNC_DIR = "clawgpt-memory"
+# The long-term memory file; OpenClaw reads either spelling.
+LONG_TERM_NAMES = ("MEMORY.md", "memory.md")
 SESSIONS_DIR = "sessions"
 DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[-_. ].*)?\.md$")
 SESSION_NAME = re.compile(r"^[^/]+\.jsonl(?:\.reset\.[^/]+)?$")
 
 
 class FileKind(enum.Enum):
-    LONG_TERM = "long_term"  # MEMORY.md
+    LONG_TERM = "long_term"  # MEMORY.md (or memory.md)
     DAILY_LOG = "daily_log"  # memory/YYYY-MM-DD*.md
     MEMORY_NOTE = "memory_note"  # other memory/**/*.md and configured extra Markdown
     SYNC = "sync"  # clawgpt-memory/*.jsonl
@@ -58,7 +60,7 @@ def classify(relpath: str, extra_patterns: list[str] | tuple[str, ...] = ()) -> 
     if not parts or any(p.startswith(".") for p in parts):
         # Hidden files and folders (.git, .rejected, editor swap files) are never memory.
         return FileKind.OTHER
-    if relpath == "MEMORY.md":
+    if relpath in LONG_TERM_NAMES:
         return FileKind.LONG_TERM
     if parts[0] == "memory" and len(parts) >= 2 and path.suffix == ".md":
         if len(parts) == 2 and DAILY_NAME.match(parts[1]):

@@ -22,7 +22,7 @@ def test_layers_file_env_flag_with_sources(tmp_path: Path) -> None:
     assert cfg.search.min_score == 0.1 and cfg.sources["search.min_score"] == "flag search.min_score"
     assert cfg.search.max_results == 11 and cfg.sources["search.max_results"] == "env MEMFS_SEARCH_MAX_RESULTS"
     assert cfg.embedding.provider == "none" and cfg.sources["embedding.provider"].startswith("file ")
-    assert cfg.agent == "work" and cfg.index_path == (tmp_path / "st" / "work.sqlite").resolve()
+    assert cfg.agent == "work" and cfg.state_dir == (tmp_path / "st").resolve()
 
 
 def test_workspace_found_from_current_directory(tmp_path: Path) -> None:
@@ -36,9 +36,9 @@ def test_workspace_found_from_current_directory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "key,value,message",
     [
-        ("search.min_score", "abc", "not a valid float"),
+        ("search.min_score", "abc", "valid number"),
         ("search.nope", "1", "unknown setting"),
-        ("embedding.provider", "magic", "unknown"),
+        ("embedding.provider", "magic", "'local', 'openai' or 'none'"),
         ("agent", "../evil", "not allowed"),
         ("chunking.overlap", "400", "overlap"),
     ],

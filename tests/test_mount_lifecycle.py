@@ -142,7 +142,8 @@ def test_second_agent_has_its_own_index(tmp_path: Path, mount_factory) -> None:
     assert not work.search_json("PELICAN-42 safe combination")["results"]
     assert not main.search_json("sprint review Friday")["results"]
     assert work.search_json("sprint review Friday")["results"]
-    assert (tmp_path / "state" / "main.sqlite").exists() and (tmp_path / "state" / "work.sqlite").exists()
+    indexes = {p.name for p in (tmp_path / "state" / "workspaces").glob("*/*.sqlite")}
+    assert indexes == {"main.sqlite", "work.sqlite"}
 
 
 def cpu_seconds(pid: int) -> float:

@@ -103,7 +103,7 @@ def test_agents_are_isolated(tmp_path: Path, make_memory) -> None:
     work.index()
     assert main.search("BLUEHERON").results
     assert not work.search("BLUEHERON", min_score=0).results
-    assert main.cfg.index_path != work.cfg.index_path
+    assert main.paths.index != work.paths.index
 
 
 def test_cjk_query_finds_cjk_text(workspace: Path, make_memory) -> None:

@@ -129,7 +129,7 @@ def test_two_writers_at_once_store_each_id_once(smount, tmp_path: Path) -> None:
 
 @pytest.mark.fuse
 @pytest.mark.parametrize("kind", sorted(BAD))
-def test_bad_input_fails_close_and_applies_nothing(smount, kind: str) -> None:
+def test_bad_input_fails_the_write_and_applies_nothing(smount, kind: str) -> None:
     mnt, ws = smount.mnt, smount.workspace
     (mnt / "clawgpt-memory" / "ok.jsonl").write_bytes(json.dumps(message(0)).encode() + b"\n")
     before = lines_of(ws)

@@ -26,9 +26,10 @@ import trio
 from memfs.config import Config
 from memfs.fs.busypoll import BusyPoll
 from memfs.fs.operations import MemfsOperations
-from memfs.fs.virtual import VirtualTree
+from memfs.fs.virtual import VirtualTree, top_names
 from memfs.fs.writes import MemoryWrites
 from memfs.memory import Memory
+from memfs.state import make_private_dir
 from memfs.watch import watch_workspace
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ class MountInfo:
     workspace: str
     agent: str
     started: float
+    mode: str = "main"
 
 
 def mounts_dir(state_dir: Path) -> Path:
@@ -172,6 +174,21 @@ def preflight(cfg: Config, mountpoint: Path, force: bool) -> None:
     check_fuse()
 
 
+def shadowed_warnings(cfg: Config) -> list[str]:
+    """Real entries of the workspace's root that the virtual folders would hide on the mount."""
+    warnings = []
+    for name in top_names(cfg.mount.virtual_prefix):
+        if os.path.lexists(cfg.workspace / name):
+            kind = "folder" if (cfg.workspace / name).is_dir() else "file"
+            hint = ("--set mount.virtual_prefix=.memfs" if not cfg.mount.virtual_prefix
+                    else "another mount.virtual_prefix")
+            warnings.append(
+                f"the workspace has a real {name!r} {kind}, which the mount's virtual {name!r} hides: it is "
+                f"unreachable through the mount (the files stay in {cfg.workspace}); mount with {hint} "
+                "to put the virtual folders elsewhere and reach it")
+    return warnings
+
+
 def mount_options() -> set[str]:
     options = set(pyfuse3.default_options)
     options |= {f"fsname={FSNAME}", f"subtype={FSNAME}"}
@@ -188,8 +205,9 @@ class Daemon:
         self.mountpoint = mountpoint
         self.memory = Memory(cfg)
         self.writes = MemoryWrites(self.memory)
+        virtual = VirtualTree(self.memory, str(mountpoint), cfg.mode, cfg.mount.virtual_prefix)
         self.ops = MemfsOperations(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,
-                                   cfg.mount.xattrs, virtual=VirtualTree(self.memory, str(mountpoint)))
+                                   cfg.mount.xattrs, virtual=virtual)
         self.poll = BusyPoll(cfg.mount.busy_poll_us)
         self.ops.on_request = self.poll.touch
 
@@ -236,15 +254,18 @@ class Daemon:
             nursery.cancel_scope.cancel()
 
     def run(self) -> None:
+        for warning in shadowed_warnings(self.cfg):
+            log.warning("%s", warning)
         outcomes = self.memory.indexer.reconcile()
         changed = [o for o in outcomes if o.action in ("indexed", "removed")]
         log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
         pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
         record = pid_file(self.cfg.state_dir, self.mountpoint)
-        record.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dir(record.parent)
         record.write_text(json.dumps(MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace),
-                                               self.cfg.agent, time.time()).__dict__))
-        log.info("mounted %s on %s (agent %s)", self.cfg.workspace, self.mountpoint, self.cfg.agent)
+                                               self.cfg.agent, time.time(), self.cfg.mode).__dict__))
+        log.info("mounted %s on %s (agent %s, %s mode)", self.cfg.workspace, self.mountpoint, self.cfg.agent,
+                 self.cfg.mode)
         clean = False
         try:
             trio.run(self._serve)
@@ -259,7 +280,7 @@ class Daemon:
 def start_background(cfg: Config, mountpoint: Path, argv: list[str], timeout: float = 60.0) -> int:
     """Start the daemon as a separate process and return once the mount answers (its pid)."""
     logf = log_file(cfg.state_dir, mountpoint)
-    logf.parent.mkdir(parents=True, exist_ok=True)
+    make_private_dir(logf.parent)
     with open(logf, "ab") as out:
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                  start_new_session=True, close_fds=True)

@@ -1,5 +1,8 @@
 """The mount's operations: virtual nodes (search/, context/, .memfs/) first, the passthrough for
-everything else.  Virtual nodes are read-only: every change to them fails with EROFS."""
+everything else.  Virtual nodes are read-only: every change to them fails with EROFS.
+
+On a shared-mode mount the private paths do not exist: ENOENT on lookup, absent from listings,
+EACCES on anything that would create them or move something onto or out of them."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from pyfuse3 import FUSEError
 
 from memfs.fs.inodes import ROOT
 from memfs.fs.passthrough import DirHandle, Passthrough
-from memfs.fs.virtual import ROOT_NAMES, VirtualError, VirtualTree, VNode
+from memfs.fs.virtual import VirtualError, VirtualTree, VNode
 from memfs.memory import SyncError
 from memfs.workspace import SYNC_DIR, daily_date
 
@@ -34,6 +37,7 @@ class MemfsOperations(Passthrough):
     def __init__(self, *args: Any, virtual: VirtualTree, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.virtual = virtual
+        self.privacy = virtual.memory.privacy(virtual.mode)
         self.vhandles: dict[int, bytes] = {}
         st = os.stat(self.root)
         self.owner = (st.st_uid, st.st_gid)
@@ -56,7 +60,7 @@ class MemfsOperations(Passthrough):
         return entry
 
     def _virtual_child(self, parent: int, name: bytes) -> bool:
-        return self.virtual.owns(parent) or (parent == ROOT and os.fsdecode(name) in ROOT_NAMES)
+        return self.virtual.owns(parent) or (parent == ROOT and os.fsdecode(name) in self.virtual.top_names)
 
     def _node(self, inode: int) -> VNode:
         node = self.virtual.nodes.get(inode)
@@ -69,8 +73,39 @@ class MemfsOperations(Passthrough):
             return b""
         return await trio.to_thread.run_sync(self.virtual.refresh, node)
 
-    def shadowed_names(self, inode: int) -> frozenset[str]:
-        return frozenset(ROOT_NAMES) if inode == ROOT else frozenset()
+    def hidden(self, rel: str) -> bool:
+        # Real entries that the virtual folders answer for, and (shared mode) private paths.
+        return rel in self.virtual.top_names or self.privacy.hides(rel)
+
+    def _refuse_private(self, *rels: str) -> None:
+        """EACCES for a change that would create, replace or move a private path on a shared
+        mount; a directory moved counts for everything below it."""
+        if not self.privacy.shared:
+            return
+        for rel in rels:
+            private = self.privacy.hides(rel)
+            if not private and os.path.isdir(self.full(rel)) and not os.path.islink(self.full(rel)):
+                private = any(self.privacy.hides(below) for below in self._tree(rel))
+            if private:
+                log.warning("refused on a shared mount: %s is a private path (privacy.private_paths)", rel)
+                raise FUSEError(errno.EACCES)
+
+    def _refuse_private_move(self, old: str, new: str) -> None:
+        """A rename on a shared mount: neither end, nor anything below a moved directory at
+        either place, may be private."""
+        self._refuse_private(old, new)
+        if self.privacy.shared and os.path.isdir(self.full(old)) and not os.path.islink(self.full(old)):
+            for below in self._tree(old):
+                if self.privacy.hides(new + below[len(old):]):
+                    log.warning("refused on a shared mount: moving %s would make %s private", old, below)
+                    raise FUSEError(errno.EACCES)
+
+    def _tree(self, rel: str) -> list[str]:
+        found = []
+        for dirpath, dirnames, filenames in os.walk(self.full(rel)):
+            base = os.fsdecode(dirpath)[len(str(self.root)) + 1:]
+            found += [f"{base}/{name}" for name in dirnames + filenames]
+        return found
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -100,7 +135,9 @@ class MemfsOperations(Passthrough):
             # NetApp .snapshot): grep -r, git add -A, tar, rsync and backups of the mount would
             # otherwise walk rendered copies of the memory, which change on every read.
             return await super().opendir(inode, ctx)
-        extra = []
+        node = self._node(inode)
+        above = self.vattrs(self._node(node.parent)) if node.parent != ROOT else await super().getattr(ROOT, ctx)
+        extra = [(".", self.vattrs(node)), ("..", above)]
         for child in self.virtual.listing(inode):
             await self._rendered(child)
             extra.append((child.name, self.vattrs(child)))
@@ -155,13 +192,42 @@ class MemfsOperations(Passthrough):
         if start < 0:
             log.warning("refused: overwriting synced messages in %s at offset %d", handle.path, off)
             raise FUSEError(errno.EPERM)
-        if start >= len(staged):
+        size = len(staged)
+        overwritten = bytes(staged[start:start + len(buf)]) if start < size else b""
+        if start >= size:
             # Sync files are append-only: a gap only means the kernel's idea of the size was
             # stale (we append canonical lines ourselves), so the bytes simply follow.
             staged.extend(buf)
         else:
             staged[start : start + len(buf)] = buf
+            handle.checked = min(handle.checked, staged.rfind(b"\n", 0, start) + 1)
+        try:
+            self._check_lines(handle)
+        except SyncError as exc:
+            # This write() fails with EINVAL and leaves nothing behind; what came before stays.
+            log.warning("refused sync write to %s: %s", handle.path, exc)
+            if start >= size:
+                del staged[size:]
+            else:
+                staged[start : start + len(buf)] = overwritten
+                del staged[size:]
+            raise FUSEError(errno.EINVAL) from None
         return len(buf)
+
+    def _check_lines(self, handle: Any) -> None:
+        """Validate the complete JSONL lines staged since the last check, so a bad line fails
+        the write() that completes it (``echo >>`` then reports it).  An envelope spans lines
+        and a partial line is not judged yet: both are checked at flush."""
+        staged = handle.staged
+        memory = self.writes.memory
+        if memory.sync_is_envelope(bytes(staged[:256])):
+            return
+        end = staged.rfind(b"\n") + 1
+        if end <= handle.checked:
+            return
+        first_line = staged.count(b"\n", 0, handle.checked) + 1
+        memory.check_sync(bytes(staged[handle.checked:end]), handle.path, first_line)
+        handle.checked = end
 
     async def _ingest(self, handle: Any) -> None:
         if not handle.staged:
@@ -169,6 +235,7 @@ class MemfsOperations(Passthrough):
         data = bytes(handle.staged)
         handle.staged_base += len(data)
         handle.staged.clear()
+        handle.checked = 0
         memory = self.writes.memory
         try:
             result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path)
@@ -219,6 +286,7 @@ class MemfsOperations(Passthrough):
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         self._refuse(parent_inode, names=(name,))
+        self._refuse_private(self.child(parent_inode, name))
         info, entry = await super().create(parent_inode, name, mode, flags, ctx)
         handle = self.handles[info.fh]
         if is_sync_file(handle.path):
@@ -276,7 +344,7 @@ class MemfsOperations(Passthrough):
             if self.virtual.owns(inode):
                 raise FUSEError(errno.EROFS)
         for parent, name in zip(parents_or_inodes, names):
-            if parent == ROOT and os.fsdecode(name) in ROOT_NAMES:
+            if parent == ROOT and os.fsdecode(name) in self.virtual.top_names:
                 raise FUSEError(errno.EROFS)
 
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
@@ -294,21 +362,25 @@ class MemfsOperations(Passthrough):
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
+        self._refuse_private(self.child(parent_inode, name))
         return await super().mkdir(parent_inode, name, mode, ctx)
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
+        self._refuse_private(self.child(parent_inode, name))
         return await super().mknod(parent_inode, name, mode, rdev, ctx)
 
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
+        self._refuse_private(self.child(parent_inode, name))
         return await super().symlink(parent_inode, name, target, ctx)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(inode, new_parent_inode, names=(b"", new_name))
+        self._refuse_private(self.child(new_parent_inode, new_name))
         return await super().link(inode, new_parent_inode, new_name, ctx)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
@@ -323,6 +395,7 @@ class MemfsOperations(Passthrough):
                      flags: int, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode_old, parent_inode_new, names=(name_old, name_new))
         target = self.child(parent_inode_new, name_new)
+        self._refuse_private_move(self.child(parent_inode_old, name_old), target)
         if is_sync_file(target):
             try:
                 if os.lstat(self.full(target)).st_size:

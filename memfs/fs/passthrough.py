@@ -81,6 +81,7 @@ class Handle:
     writable: bool = False
     staged: bytearray | None = None  # sync files: bytes written, held until flush (see operations)
     staged_base: int = 0  # file size at open: staged[0] belongs at this offset
+    checked: int = 0  # staged[:checked] is complete lines already validated
     created: bool = False  # made by this open (create)
 
 
@@ -89,6 +90,7 @@ class DirHandle:
     inode: int
     entries: list[tuple[str, os.stat_result]] = field(default_factory=list)
     extra: list[tuple[str, pyfuse3.EntryAttributes]] = field(default_factory=list)  # not backed by a file
+    dots: list[tuple[str, pyfuse3.EntryAttributes]] = field(default_factory=list)  # . and ..
 
 
 class Passthrough(pyfuse3.Operations):
@@ -179,7 +181,14 @@ class Passthrough(pyfuse3.Operations):
             parent_path = self.inodes.path(parent_inode)
             up = parent_path.rpartition("/")[0]
             return self.entry_for(up) if parent_path else await self.getattr(ROOT, ctx)
-        return self.entry_for(self.child(parent_inode, name))
+        rel = self.child(parent_inode, name)
+        if self.hidden(rel):
+            raise FUSEError(errno.ENOENT)
+        return self.entry_for(rel)
+
+    def hidden(self, rel: str) -> bool:
+        """Whether a name that exists in the workspace must not exist on this mount."""
+        return False
 
     async def forget(self, inode_list: Any) -> None:
         for inode, count in inode_list:
@@ -239,41 +248,51 @@ class Passthrough(pyfuse3.Operations):
 
     async def opendir(self, inode: int, ctx: pyfuse3.RequestContext) -> int:
         rel = self.inodes.path(inode)
+        prefix = f"{rel}/" if rel else ""
         entries = []
         with os.scandir(self.full(rel)) as it:
             for entry in it:
+                name = os.fsdecode(entry.name)
+                if self.hidden(prefix + name):
+                    continue
                 try:
-                    entries.append((os.fsdecode(entry.name), entry.stat(follow_symlinks=False)))
+                    entries.append((name, entry.stat(follow_symlinks=False)))
                 except FileNotFoundError:
                     continue
         entries.sort(key=lambda e: e[0])
-        hidden = self.shadowed_names(inode)
-        entries = [e for e in entries if e[0] not in hidden]
         fh = self._new_fh()
-        self.dirs[fh] = DirHandle(inode, entries)
+        self.dirs[fh] = DirHandle(inode, entries, dots=self.dot_entries(inode, rel))
         return fh
 
-    def shadowed_names(self, inode: int) -> frozenset[str]:
-        """Names in a directory that something else answers for (virtual files)."""
-        return frozenset()
+    def dot_entries(self, inode: int, rel: str) -> list[tuple[str, pyfuse3.EntryAttributes]]:
+        """``.`` and ``..`` as ``ls -a`` expects them (the kernel takes no lookup reference for
+        them, so neither do we).  The root's ``..`` is outside the mount: it is the root."""
+        up = rel.rpartition("/")[0]
+        parent = ROOT if not rel else self.inodes.inode_of(up)
+        own = self.attrs(inode, os.lstat(self.full(rel)))
+        above = own if parent is None or parent == inode else self.attrs(parent, os.lstat(self.full(up)))
+        return [(".", own), ("..", above)]
 
     async def readdir(self, fh: int, start_id: int, token: pyfuse3.ReaddirToken) -> None:
         handle = self.dirs[fh]
         base = self.inodes.path(handle.inode) if self.inodes.has_paths(handle.inode) else None
         if base is None:
             return
-        for index in range(start_id, len(handle.entries) + len(handle.extra)):
-            if index >= len(handle.entries):
-                name, attrs = handle.extra[index - len(handle.entries)]
-                if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, index + 1):
+        # One offset space: . and .., then the directory's entries, then entries not backed by
+        # a file.
+        dots, entries, extra = handle.dots, handle.entries, handle.extra
+        for index in range(start_id, len(dots) + len(entries) + len(extra)):
+            if len(dots) <= index < len(dots) + len(entries):
+                name, st = entries[index - len(dots)]
+                rel = f"{base}/{name}" if base else name
+                inode = self.inodes.remember(rel, (st.st_dev, st.st_ino), count_lookup=False)
+                if not pyfuse3.readdir_reply(token, os.fsencode(name), self.attrs(inode, st), index + 1):
                     return
+                self.inodes.nodes[inode].lookups += 1
                 continue
-            name, st = handle.entries[index]
-            rel = f"{base}/{name}" if base else name
-            inode = self.inodes.remember(rel, (st.st_dev, st.st_ino), count_lookup=False)
-            if not pyfuse3.readdir_reply(token, os.fsencode(name), self.attrs(inode, st), index + 1):
+            name, attrs = dots[index] if index < len(dots) else extra[index - len(dots) - len(entries)]
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, index + 1):
                 return
-            self.inodes.nodes[inode].lookups += 1
 
     async def releasedir(self, fh: int) -> None:
         self.dirs.pop(fh, None)

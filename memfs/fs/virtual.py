@@ -2,6 +2,11 @@
 ``.memfs/status``.  They are read-only (EROFS on any change) and rendered by the same Memory call
 and renderer as the matching CLI command, so both print the same bytes.
 
+They sit at the mount's root, or all inside one folder (``mount.virtual_prefix``, for example
+``.memfs/search/``) so that a workspace with real ``search/`` or ``context/`` folders can be
+mounted whole.  A shared-mode mount renders everything for the shared view, and its
+``context/main.md`` is EACCES.
+
 A file's bytes are rendered when it is looked up or opened; ``stat`` reports the size of the bytes
 the next open will read, and an open handle keeps its own snapshot, so a reader never sees a
 result change under it.  Search results are cached per index generation.
@@ -16,6 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memfs.config import MAIN_MODE
 from memfs.memory import BUNDLE_MODES, Memory
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
@@ -23,6 +29,7 @@ from memfs.render.status import render_status
 FIRST_INODE = 1 << 48  # far above anything the passthrough allocates
 SEARCH, CONTEXT, META = "search", "context", ".memfs"
 ROOT_NAMES = (SEARCH, CONTEXT, META)
+STATUS = "status"
 RECENT_QUERIES = 50
 NAME_MAX = 255
 MAX_QUERY_NODES = 2000
@@ -81,17 +88,39 @@ def split_query(name: str) -> tuple[str, str] | None:
     return None
 
 
+def top_names(prefix: str) -> tuple[str, ...]:
+    """The names the virtual tree takes at the mount's root."""
+    return (prefix,) if prefix else ROOT_NAMES
+
+
 class VirtualTree:
-    def __init__(self, memory: Memory, mounted_at: str) -> None:
+    def __init__(self, memory: Memory, mounted_at: str, mode: str = MAIN_MODE, prefix: str = "") -> None:
         self.memory = memory
         self.mounted_at = mounted_at
+        self.mode = mode
         self.nodes: dict[int, VNode] = {}
         self._next = FIRST_INODE
         self.recent: OrderedDict[str, None] = OrderedDict()  # query file names, newest last
-        self.roots = {name: self._add(name, 1, True).inode for name in ROOT_NAMES}
-        for mode in BUNDLE_MODES:
-            self._add(f"{mode}.md", self.roots[CONTEXT], False, lambda m=mode: self.memory.bundle(m).encode())
-        self._add("status", self.roots[META], False, self._status)
+        self.top: dict[str, int] = {}  # name at the mount's root -> inode
+        if prefix:
+            folder = self._add(prefix, 1, True)
+            self.top[prefix] = folder.inode
+            self.roots = {SEARCH: self._add(SEARCH, folder.inode, True).inode,
+                          CONTEXT: self._add(CONTEXT, folder.inode, True).inode,
+                          META: folder.inode}
+        else:
+            self.roots = {name: self._add(name, 1, True).inode for name in ROOT_NAMES}
+            self.top = dict(self.roots)
+        self.top_names = frozenset(self.top)
+        # Bundles this mount may not read (a shared mount: the main one) answer EACCES.
+        self.denied: set[str] = set()
+        for bundle_mode in BUNDLE_MODES:
+            if bundle_mode == MAIN_MODE and memory.privacy(mode).shared:
+                self.denied.add(f"{bundle_mode}.md")
+                continue
+            self._add(f"{bundle_mode}.md", self.roots[CONTEXT], False,
+                      lambda m=bundle_mode: self.memory.bundle(m, viewer=self.mode).encode())
+        self._add(STATUS, self.roots[META], False, self._status)
 
     def owns(self, inode: int) -> bool:
         return inode >= FIRST_INODE
@@ -105,13 +134,14 @@ class VirtualTree:
         return node
 
     def _status(self) -> bytes:
-        info = self.memory.status()
+        info = self.memory.status(mode=self.mode)
         info["mounted_at"] = self.mounted_at
         return render_status(info).encode()
 
     def _search_renderer(self, query: str, ext: str, options: SearchOptions) -> Callable[[], bytes]:
         def render() -> bytes:
-            response = self.memory.search(query, max_results=options.max_results, min_score=options.min_score)
+            response = self.memory.search(query, max_results=options.max_results, min_score=options.min_score,
+                                          mode=self.mode)
             text = render_json(response) if ext == "json" else render_markdown(response)
             return text.encode()
 
@@ -122,12 +152,14 @@ class VirtualTree:
         if len(os.fsencode(name)) > NAME_MAX:
             raise VirtualError(errno.ENAMETOOLONG)  # FUSE passes longer names on; a file system must not
         if parent == 1:
-            if name not in self.roots:
+            if name not in self.top:
                 raise VirtualError(errno.ENOENT)
-            return self.nodes[self.roots[name]]
+            return self.nodes[self.top[name]]
         node = self.nodes.get(parent)
         if node is None or not node.is_dir:
             raise VirtualError(errno.ENOENT)
+        if parent == self.roots[CONTEXT] and name in self.denied:
+            raise VirtualError(errno.EACCES)
         if name in node.children and name != "":
             child = self.nodes.get(node.children[name])
             if child is not None:

@@ -11,18 +11,20 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from memfs.config import Config
+from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking
 from memfs.index.embeddings import Provider
 from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import segment_cjk
+from memfs.privacy import Privacy
 from memfs.workspace import FileKind, classify, iter_memory_files
 
 log = logging.getLogger(__name__)
@@ -61,6 +63,7 @@ class Indexer:
         self.cfg = cfg
         self.store = store
         self.provider = provider
+        self.privacy = Privacy(cfg.privacy.private_paths, SHARED_MODE)
 
     @property
     def embeds(self) -> bool:
@@ -98,6 +101,23 @@ class Indexer:
             return chunking.chunk_messages(messages, limit, min(overlap, limit // 4))
         return chunking.chunk_markdown(text, size, overlap)
 
+    def _link_refusal(self, rel: str, full: Path) -> str:
+        """Why a memory path that is a symlink is not indexed ('' if it is): its text would show
+        up under a second name, reach outside the workspace, or carry a private file's text
+        under a name that is not private."""
+        real = Path(os.path.realpath(full))
+        if real == full:
+            return ""
+        try:
+            target = real.relative_to(Path(os.path.realpath(self.cfg.workspace))).as_posix()
+        except ValueError:
+            return "skipped: a symlink to a file outside the workspace"
+        if classify(target, self.cfg.index.extra_paths) is not FileKind.OTHER:
+            return f"skipped: a symlink to {target}, which is indexed under its own name"
+        if self.privacy.is_private(target):
+            return f"skipped: a symlink to {target}, which is private"
+        return ""
+
     def index_file(self, rel: str, force: bool = False) -> Outcome:
         full = self.cfg.workspace / rel
         if classify(rel, self.cfg.index.extra_paths) is FileKind.OTHER:
@@ -106,6 +126,9 @@ class Indexer:
             if not full.is_file():
                 removed = self.store.remove_file(rel)
                 return Outcome(rel, "removed" if removed else "missing")
+            refusal = self._link_refusal(rel, full)
+            if refusal:
+                return self._skip(rel, refusal)
             text, record = self._read(rel, full)
         except OSError as exc:
             log.warning("cannot read %s: %s", rel, exc)
@@ -126,6 +149,16 @@ class Indexer:
         bodies = [segment_cjk(c.text) for c in chunks]
         pending = self.store.replace_file(record, chunks, hashes, bodies, cached)
         return Outcome(rel, "indexed", chunks=len(chunks), pending=pending)
+
+    def _skip(self, rel: str, reason: str) -> Outcome:
+        st = os.lstat(self.cfg.workspace / rel)
+        kind = classify(rel, self.cfg.index.extra_paths).value
+        record = FileRecord(rel, kind, f"skip:{reason}:{st.st_mtime_ns}", st.st_mtime, st.st_size, 0, reason)
+        previous = self.store.file(rel)
+        if previous is None or previous.hash != record.hash:
+            log.warning("%s: %s", rel, reason)
+            self.store.replace_file(record, [], [], [], {})
+        return Outcome(rel, "skipped", reason=reason)
 
     def remove(self, rel: str) -> bool:
         return self.store.remove_file(rel)
@@ -178,6 +211,7 @@ class Indexer:
             if record.path not in present:
                 self.store.remove_file(record.path)
                 outcomes.append(Outcome(record.path, "removed"))
+        self.store.set_meta("reconciled_at", str(time.time()))
         return outcomes
 
 

@@ -65,7 +65,7 @@ class SearchResponse:
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
-        return {"query": self.query, "results": [r.as_dict() for r in self.results]}
+        return {"query": self.query, "results": [r.as_dict() for r in self.results], "warnings": self.warnings}
 
 
 @dataclass(frozen=True)
@@ -110,15 +110,29 @@ def informative_terms(store: Store, terms: list[str]) -> list[str]:
 QueryVector = np.ndarray | None | Callable[[], np.ndarray | None]
 
 
-def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: SearchParams) -> list[SearchResult]:
+def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: SearchParams,
+                  exclude: frozenset[str] = frozenset()) -> list[SearchResult]:
     """``query_vector`` may be a callable (a pending embedding): it is called only after the
-    keyword side has run, so a caller can embed the query while SQLite searches the text."""
+    keyword side has run, so a caller can embed the query while SQLite searches the text.
+
+    Chunks of the paths in ``exclude`` (what a shared mode may not see) are dropped from each
+    side's candidates before anything is scored, so they cannot even shift the others' scores;
+    each side asks for as many more candidates as the excluded files hold, so the pool of
+    visible candidates is as large as without exclusions."""
     pool = params.max_results * params.candidate_multiplier
+    extra = store.chunk_count(exclude) if exclude else 0
     match = match_expression(informative_terms(store, search_terms(query)))
-    keyword = store.keyword_candidates(match, pool) if match else []
+    keyword = store.keyword_candidates(match, pool + extra) if match else []
     if callable(query_vector):
         query_vector = query_vector()
-    vector = store.vector_candidates(query_vector, pool) if query_vector is not None else []
+    vector = store.vector_candidates(query_vector, pool + extra) if query_vector is not None else []
+
+    chunks = store.chunks_by_id(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]))
+    if exclude:
+        chunks = {cid: chunk for cid, chunk in chunks.items() if chunk.path not in exclude}
+    # A chunk deleted between the candidate query and now is dropped here too.
+    keyword = [(cid, bm25) for cid, bm25 in keyword if cid in chunks][:pool]
+    vector = [(cid, sim) for cid, sim in vector if cid in chunks][:pool]
 
     best = max((-bm25 for _, bm25 in keyword), default=0.0)
     text_scores = {cid: (math.sqrt(-bm25 / best) if best > 0 else 0.0) for cid, bm25 in keyword}
@@ -128,12 +142,9 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
         vector_scores.update(store.vector_similarity(query_vector, missing))
 
     ids = list(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]))
-    chunks = store.chunks_by_id(ids)
     scored: list[tuple[float, str, int, int, SearchResult]] = []
     for cid in ids:
-        chunk = chunks.get(cid)
-        if chunk is None:  # deleted between the candidate query and now
-            continue
+        chunk = chunks[cid]
         text = text_scores.get(cid, 0.0)
         vec = max(0.0, vector_scores[cid]) if cid in vector_scores else None
         if vec is None:

@@ -413,18 +413,33 @@ class Store:
 
     # -- status --------------------------------------------------------------------------------
 
-    def counts(self) -> dict[str, int]:
+    def counts(self, exclude: frozenset[str] = frozenset()) -> dict[str, int]:
+        """Files, skipped files, chunks and pending chunks, leaving out the paths of ``exclude``."""
+        hidden = sorted(exclude)
+        where = f"WHERE path NOT IN ({','.join('?' * len(hidden))})" if hidden else ""
         with self.lock:
-            files = self.conn.execute("SELECT count(*), coalesce(sum(error != ''), 0) FROM files").fetchone()
-            chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+            files = self.conn.execute(
+                f"SELECT count(*), coalesce(sum(error != ''), 0) FROM files {where}", hidden).fetchone()
+            chunks = self.conn.execute(
+                f"SELECT count(*), coalesce(sum(embedded = 0), 0) FROM chunks {where}", hidden).fetchone()
             cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {
             "files": int(files[0]),
             "skipped": int(files[1]),
-            "chunks": int(chunks),
-            "pending": self.pending_count(),
+            "chunks": int(chunks[0]),
+            "pending": int(chunks[1]) if self.has_vectors else 0,
             "cached_embeddings": int(cached),
         }
+
+    def chunk_count(self, paths: frozenset[str]) -> int:
+        """How many chunks the files ``paths`` hold."""
+        if not paths:
+            return 0
+        wanted = sorted(paths)
+        with self.lock:
+            row = self.conn.execute(
+                f"SELECT count(*) FROM chunks WHERE path IN ({','.join('?' * len(wanted))})", wanted).fetchone()
+        return int(row[0])
 
     def size_bytes(self) -> int:
         total = 0

@@ -5,6 +5,11 @@ than the per-file cap), and what short files leave unused is shared out again am
 ones ("water filling").  A file cut to fit keeps its head and its tail, with a marker between them
 that says how much was cut and how to read the whole file.  The output depends only on the files,
 the date and the settings: same inputs, same bytes.
+
+Everything sent counts against ``total_tokens``: the manifest and the section headers are
+measured first and only what they leave is shared among the files, and a cut file's marker is
+paid out of that file's share.  So the whole rendering stays within the budget (checked, and
+tightened if token merges across joins push it over).
 """
 
 from __future__ import annotations
@@ -70,31 +75,40 @@ def _head(lines: list[str], budget: int) -> tuple[list[str], int]:
     return taken, used
 
 
+def _marker(path: str, cut: int, total: int, first: int, last: int) -> str:
+    quoted = shlex.quote(path)
+    return (f"[… memfs: {cut} of {total} tokens cut here (lines {first}-{last}); read them with "
+            f"sed -n '{first},{last}p' {quoted} or memfs get {quoted} --from {first} …]")
+
+
 def truncate(path: str, text: str, budget: int) -> tuple[str, int, bool]:
-    """(body, tokens included, truncated?) keeping about 2/3 head and 1/3 tail of the budget."""
+    """(body, tokens of the file included, truncated?) within ``budget`` tokens, the marker
+    included: about 2/3 of what the marker leaves goes to the head, the rest to the tail."""
     total = tokens.count(text)
     if total <= budget:
         return text, total, False
     lines = text.split("\n")
-    head, head_used = _head(lines, budget * 2 // 3)
+    widest = len(str(len(lines)))
+    room = budget - tokens.count(_marker(path, total, total, 10 ** widest - 1, 10 ** widest - 1)) - 1
+    if room < 8:
+        return "", 0, True  # no room for any of it: the manifest says so, no section is sent
+    head, head_used = _head(lines, room * 2 // 3)
     rest = lines[len(head):]
-    tail_rev, tail_used = _head(list(reversed(rest)), budget - head_used)
+    tail_rev, tail_used = _head(list(reversed(rest)), room - head_used)
     tail = list(reversed(tail_rev))
     if tail and len(tail) == len(rest):  # everything fit after all
         return text, total, False
     first_cut = len(head) + 1
     last_cut = len(lines) - len(tail)
-    cut = total - head_used - tail_used
-    quoted = shlex.quote(path)
-    marker = (f"[… memfs: {cut} of {total} tokens cut here (lines {first_cut}-{last_cut}); read them with "
-              f"sed -n '{first_cut},{last_cut}p' {quoted} or memfs get {quoted} --from {first_cut} …]")
+    marker = _marker(path, total - head_used - tail_used, total, first_cut, last_cut)
     return "\n".join(head + [marker] + tail), head_used + tail_used, True
 
 
 def build(files: list[BundleFile], total_tokens: int, per_file_tokens: int) -> list[Section]:
+    """Each file's section within a fair share of ``total_tokens`` (its marker included)."""
     present = [f for f in files if f.text is not None]
     sizes = [tokens.count(f.text or "") for f in present]
-    shares = dict(zip((f.path for f in present), allocate(sizes, total_tokens, per_file_tokens)))
+    shares = dict(zip((f.path for f in present), allocate(sizes, max(0, total_tokens), per_file_tokens)))
     sections = []
     for f in files:
         if f.text is None:
@@ -105,25 +119,52 @@ def build(files: list[BundleFile], total_tokens: int, per_file_tokens: int) -> l
     return sections
 
 
-def render(mode: str, date: str, sections: list[Section], total_tokens: int) -> str:
-    included = sum(s.included for s in sections)
+def render(mode: str, date: str, sections: list[Section], total_tokens: int, used: int) -> str:
     incomplete = any(s.truncated for s in sections)
     lines = [
         f"# memfs context: {mode} ({date})",
         "",
-        f"{included} of {total_tokens} budget tokens used"
+        f"{used} of {total_tokens} budget tokens used (this whole text)"
         + (" · some files are cut: see the markers and read the rest when you need it" if incomplete else ""),
         "",
         "| file | tokens included / total | truncated |",
         "|---|---|---|",
     ]
     for s in sections:
-        state = "missing" if s.missing else ("yes" if s.truncated else "no")
+        state = "missing" if s.missing else ("all cut: memfs get " + shlex.quote(s.path) if s.truncated and not s.body
+                                             else "yes" if s.truncated else "no")
         lines.append(f"| {s.path} | {s.included} / {s.total} | {state} |")
     for s in sections:
+        if s.truncated and not s.body:
+            continue
         lines += ["", f"## source: {s.path}", ""]
         if s.missing:
             lines.append(f"_(missing: {s.path} does not exist yet)_")
         else:
             lines.append(s.body.rstrip("\n"))
     return "\n".join(lines) + "\n"
+
+
+def _counted(mode: str, date: str, sections: list[Section], total_tokens: int) -> tuple[str, int]:
+    """The rendering whose "N of M tokens used" line states its own size."""
+    used = total_tokens
+    for _ in range(4):
+        text = render(mode, date, sections, total_tokens, used)
+        size = tokens.count(text)
+        if size == used:
+            break
+        used = size
+    return text, tokens.count(text)
+
+
+def bundle(mode: str, date: str, files: list[BundleFile], total_tokens: int, per_file_tokens: int) -> str:
+    """The whole bundle within ``total_tokens``, everything counted."""
+    frame = [Section(f.path, 0 if f.text is None else 10 ** 6, 0 if f.text is None else 10 ** 6,
+                     f.text is not None, "", f.text is None) for f in files]
+    budget = total_tokens - _counted(mode, date, frame, total_tokens)[1]
+    for _ in range(8):
+        text, size = _counted(mode, date, build(files, budget, per_file_tokens), total_tokens)
+        if size <= total_tokens or budget <= 0:
+            return text
+        budget -= size - total_tokens
+    return text

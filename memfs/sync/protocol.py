@@ -6,13 +6,17 @@ Anything else is rejected as a whole with the line and the reason, so a bad batc
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 
 PREFIX = "[CLAWGPT-SYNC]"
 FIELDS = ("id", "chatId", "chatTitle", "role", "content", "timestamp")
 ROLES = ("user", "assistant")
+EARLIEST_MS = 946_684_800_000  # 2000-01-01T00:00:00Z: nothing older was ever synced by ClawGPT
+AHEAD_MS = 86_400_000  # a clock may run a little fast, not more than a day
 
 
 class SyncError(ValueError):
@@ -43,7 +47,28 @@ class SyncMessage:
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
-def validate(record: Any, line: int | None, device_id: str | None = None) -> SyncMessage:
+def _utc(ms: float) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def timestamp_problem(stamp: float, now_ms: float) -> str:
+    """Why a message timestamp cannot be right ('' if it can), naming the likely unit mistake."""
+    latest = now_ms + AHEAD_MS
+    if EARLIEST_MS <= stamp <= latest:
+        return ""
+    for factor, unit in ((1000, "seconds"), (1 / 1000, "microseconds"), (1 / 1_000_000, "nanoseconds")):
+        if EARLIEST_MS <= stamp * factor <= latest:
+            return (f"field 'timestamp' {stamp!r} is not in milliseconds: it looks like {unit} "
+                    f"({stamp * factor:.0f} ms would be {_utc(stamp * factor)})")
+    if stamp < EARLIEST_MS:
+        return f"field 'timestamp' {stamp!r} is before 2000-01-01: it must be milliseconds since 1970-01-01 UTC"
+    year = "" if stamp > 2.5e14 else f" (year {dt.datetime.fromtimestamp(stamp / 1000, dt.timezone.utc).year})"
+    return (f"field 'timestamp' {stamp!r} is more than a day ahead of now{year}: it must be milliseconds "
+            "since 1970-01-01 UTC")
+
+
+def validate(record: Any, line: int | None, device_id: str | None = None, now_ms: float | None = None) -> SyncMessage:
+    now_ms = time.time() * 1000 if now_ms is None else now_ms
     if not isinstance(record, dict):
         raise SyncError("a message must be a JSON object", line)
     for name in FIELDS:
@@ -57,8 +82,12 @@ def validate(record: Any, line: int | None, device_id: str | None = None) -> Syn
     if record["role"] not in ROLES:
         raise SyncError(f"unknown role {record['role']!r} (user or assistant)", line)
     stamp = record["timestamp"]
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp != stamp or not 0 <= stamp < 1e14:
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp != stamp or stamp in (
+            float("inf"), float("-inf")):
         raise SyncError("field 'timestamp' must be a number of milliseconds", line)
+    problem = timestamp_problem(stamp, now_ms)
+    if problem:
+        raise SyncError(problem, line)
     device = record.get("deviceId", device_id)
     if device is not None and not isinstance(device, str):
         raise SyncError("field 'deviceId' must be a string", line)
@@ -66,8 +95,10 @@ def validate(record: Any, line: int | None, device_id: str | None = None) -> Syn
                        stamp, device_id if device_id is not None else device)
 
 
-def parse(data: bytes) -> list[SyncMessage]:
-    """Messages from a sync envelope or from JSONL lines; raises SyncError for anything invalid."""
+def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list[SyncMessage]:
+    """Messages from a sync envelope or from JSONL lines; raises SyncError for anything invalid.
+    ``first_line`` numbers the lines of ``data`` as lines of a longer file."""
+    now_ms = time.time() * 1000 if now_ms is None else now_ms
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -89,14 +120,21 @@ def parse(data: bytes) -> list[SyncMessage]:
         if "syncedAt" in envelope and (isinstance(envelope["syncedAt"], bool)
                                        or not isinstance(envelope["syncedAt"], (int, float))):
             raise SyncError("envelope 'syncedAt' must be a number", 2)
-        return [validate(m, 2, device) for m in envelope["messages"]]
+        return [validate(m, 2, device, now_ms) for m in envelope["messages"]]
     messages = []
-    for number, raw in enumerate(text.split("\n"), start=1):
+    for number, raw in enumerate(text.split("\n"), start=first_line):
         if not raw.strip():
             continue
         try:
             record = json.loads(raw)
         except ValueError as exc:
             raise SyncError(f"invalid JSON: {exc}", number) from None
-        messages.append(validate(record, number))
+        messages.append(validate(record, number, now_ms=now_ms))
     return messages
+
+
+def is_envelope_start(data: bytes) -> bool:
+    """Whether ``data`` begins (or may yet begin, if cut short) a [CLAWGPT-SYNC] envelope rather
+    than JSONL lines: an envelope spans lines, so it can only be judged whole."""
+    head = data.lstrip(b"\xef\xbb\xbf").lstrip()[: len(PREFIX)]
+    return bool(head) and PREFIX.encode().startswith(head)

@@ -36,6 +36,7 @@ class Mounted:
     mnt: Path
     state: Path
     agent: str
+    output: str = ""  # what `memfs mount` printed (stdout and stderr)
 
     @property
     def pid(self) -> int | None:
@@ -66,7 +67,7 @@ def mount(workspace: Path, mnt: Path, state: Path, agent: str = "main", *extra: 
                     env={"MEMFS_STATE_DIR": str(state)})
     assert out.returncode == 0, out.stderr + out.stdout
     assert is_mounted(mnt)
-    return Mounted(workspace, mnt, state, agent)
+    return Mounted(workspace, mnt, state, agent, out.stdout + out.stderr)
 
 
 def unmount(m: Mounted) -> None:

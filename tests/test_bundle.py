@@ -82,3 +82,31 @@ def test_a_huge_agents_file_does_not_starve_the_others(workspace: Path, make_mem
     assert "| AGENTS.md |" in text and "| yes |" in text
     body = text.split("\n## source: AGENTS.md\n", 1)[1].split("\n## source: SOUL.md\n", 1)[0]
     assert tokens.count(body) < 2000 and "tokens cut here" in body
+
+
+@pytest.mark.parametrize("budget", [300, 450, 800, 2000, 8000])
+def test_the_whole_bundle_stays_within_its_budget(workspace: Path, make_memory, budget: int) -> None:
+    _bundle_ws(workspace)
+    write(workspace / "MEMORY.md", "".join(f"- fact {i}: the user prefers option {i} of many\n" for i in range(400)))
+    write(workspace / "memory" / "2026-11-22.md", "".join(f"## 09:{i % 60:02d} - entry {i}\nDid thing {i}.\n"
+                                                          for i in range(300)))
+    memory = make_memory(workspace, embedding__provider="none", bundle__timezone="UTC", bundle__total_tokens=budget)
+    for mode in ("main", "shared"):
+        text = memory.bundle(mode, now=NOW)
+        used = tokens.count(text)
+        assert used <= budget, (mode, used)
+        assert f"{used} of {budget} budget tokens used" in text  # the manifest states the real size
+        if budget >= 2000 and mode == "main":  # (shared leaves MEMORY.md out: less than the budget to show)
+            assert used >= budget * 0.8  # and the budget is actually used, not wasted on caution
+
+
+def test_lowercase_memory_md_is_long_term_memory(tmp_path: Path, make_memory) -> None:
+    write(tmp_path / "ws" / "AGENTS.md", "rules\n")
+    write(tmp_path / "ws" / "memory.md", "- LOWERCASE-LONG-TERM fact: the boat is called Wren.\n")
+    memory = make_memory(tmp_path / "ws", embedding__provider="none", bundle__timezone="UTC")
+    main = memory.bundle("main", now=NOW)
+    assert "## source: memory.md" in main and "LOWERCASE-LONG-TERM" in main
+    assert "LOWERCASE-LONG-TERM" not in memory.bundle("shared", now=NOW)
+    memory.index()
+    assert memory.search("boat called Wren").results[0].path == "memory.md"
+    assert not memory.search("boat called Wren", mode="shared", min_score=0).results

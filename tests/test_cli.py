@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import write
 
 
@@ -73,3 +74,64 @@ def test_clear_errors(tmp_path: Path) -> None:
     assert missing.returncode != 0 and "does not exist" in missing.stderr
     empty = memfs("search", "  ", "-w", str(tmp_path), env={"MEMFS_STATE_DIR": str(tmp_path / "s")})
     assert empty.returncode != 0 and "empty" in empty.stderr
+
+
+def test_global_options_work_before_and_after_the_command(tmp_path: Path, locomo_day) -> None:
+    ws = tmp_path / "ws"
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    assert memfs("init", str(ws), env=env).returncode == 0
+    locomo_day(ws)
+    before = memfs("--workspace", str(ws), "--set", "search.max_results=2", "index", env=env)
+    assert before.returncode == 0, before.stderr
+    after = memfs("status", "--json", "--workspace", str(ws), env=env)
+    both = memfs("-w", str(ws), "--agent", "other", "status", "--json", "--agent", "main", env=env)
+    assert json.loads(after.stdout) | {"uptime_s": 0} == json.loads(both.stdout) | {"uptime_s": 0}
+    limited = memfs("--set", "search.max_results=1", "search", "--json", "support group", "-w", str(ws), env=env)
+    assert len(json.loads(limited.stdout)["results"]) == 1
+
+
+def test_get_past_the_end_says_how_long_the_file_is(tmp_path: Path) -> None:
+    write(tmp_path / "ws" / "memory" / "2026-11-22.md", "one\ntwo\nthree\n")
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    out = memfs("get", "memory/2026-11-22.md", "--from", "999", "-w", str(tmp_path / "ws"), env=env)
+    assert out.returncode == 1 and "has 3 lines: --from 999 is past its end" in out.stderr
+    last = memfs("get", "memory/2026-11-22.md", "--from", "3", "-w", str(tmp_path / "ws"), env=env)
+    assert last.returncode == 0 and last.stdout == "three\n"
+
+
+def test_a_workspace_never_indexed_says_so(tmp_path: Path) -> None:
+    write(tmp_path / "ws" / "MEMORY.md", "- The cat is called Miso.\n")
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    out = memfs("search", "cat name", "-w", str(tmp_path / "ws"), env=env)
+    assert out.returncode == 0 and "has not been indexed yet" in out.stdout and "memfs index" in out.stdout
+    as_json = json.loads(memfs("search", "--json", "cat name", "-w", str(tmp_path / "ws"), env=env).stdout)
+    assert any("not been indexed" in w for w in as_json["warnings"])
+    memfs("index", "-w", str(tmp_path / "ws"), env=env)
+    after = memfs("search", "cat called Miso", "-w", str(tmp_path / "ws"), env=env)
+    assert "not been indexed" not in after.stdout and "MEMORY.md#L1" in after.stdout
+
+
+@pytest.mark.parametrize("setting,message", [
+    ("bundle.timezone=Mars/Olympus", "unknown time zone 'Mars/Olympus'"),
+    ("sync.timezone=Nowhere/Land", "unknown time zone 'Nowhere/Land'"),
+    ("search.min_score=5", "search.min_score = '5': Input should be less than or equal to 1"),
+    ("search.max_results=0", "search.max_results"),
+    ("mount.busy_poll_us=-1", "mount.busy_poll_us"),
+    ("search.min_scor=0.2", "did you mean 'search.min_score'?"),
+])
+def test_bad_settings_are_one_line_errors(tmp_path: Path, setting: str, message: str) -> None:
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state")}
+    (tmp_path / "mnt").mkdir()
+    for command in (["context"], ["status"], ["config"], ["mount", str(tmp_path), str(tmp_path / "mnt")]):
+        out = memfs(*command, "-w", str(tmp_path), "--set", setting, env=env)
+        assert out.returncode == 1, (command, out.stdout)
+        assert out.stderr.startswith("Error: config: ") and message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1
+    assert not os.listdir(tmp_path / "mnt")  # nothing was mounted
+
+
+def test_option_typos_exit_2(tmp_path: Path) -> None:
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state")}
+    for args in (["search", "x", "-n", "0"], ["search", "x", "--min-score", "2"], ["search", "x", "--max-resluts", "3"]):
+        out = memfs(*args, "-w", str(tmp_path), env=env)
+        assert out.returncode == 2 and "Traceback" not in out.stderr, args

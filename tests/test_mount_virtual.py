@@ -152,3 +152,35 @@ def test_context_fairness_on_the_mount(workspace: Path, mount_factory) -> None:
     assert "tokens cut here" in agents and "memfs get AGENTS.md --from" in agents
     assert "| AGENTS.md |" in main and "| yes |" in main
     assert "LONGTERM-MARKER-8812" not in (m.mnt / "context" / "shared.md").read_text()
+
+
+def test_ls_a_lists_dot_and_dotdot(vmount) -> None:
+    for folder in (vmount.mnt, vmount.mnt / "memory", vmount.mnt / "search", vmount.mnt / "context"):
+        names = subprocess.run(["ls", "-a"], cwd=folder, capture_output=True, text=True, check=True).stdout.split()
+        assert names[:2] == [".", ".."], folder
+    assert os.stat(vmount.mnt / "memory" / ".").st_ino == os.stat(vmount.mnt / "memory").st_ino
+
+
+def test_real_search_and_context_folders_are_reachable_with_a_prefix(workspace: Path, mount_factory) -> None:
+    write(workspace / "search" / "engines.md", "- REAL-SEARCH-FOLDER: compare search engines\n")
+    write(workspace / "context" / "notes.md", "- REAL-CONTEXT-FOLDER\n")
+    write(workspace / "memory" / "2026-11-22.md", "- Compared three search engines for the docs site.\n")
+    plain = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    log = next((plain.state / "mounts").glob("*.log")).read_text()
+    assert "the workspace has a real 'search' folder, which the mount's virtual 'search' hides" in log
+    assert (plain.mnt / "search" / "engines.md").read_text().startswith("# memfs search: engines")  # not the file
+    # The warning also reaches the terminal of whoever mounted it.
+    assert "warning: the workspace has a real 'context' folder" in plain.output and "mount.virtual_prefix" in plain.output
+
+    prefixed = mount_factory(workspace, "main", "--set", "embedding.provider=none",
+                             "--set", "mount.virtual_prefix=.memfs/")
+    mnt = prefixed.mnt
+    assert "REAL-SEARCH-FOLDER" in (mnt / "search" / "engines.md").read_text()
+    assert "REAL-CONTEXT-FOLDER" in (mnt / "context" / "notes.md").read_text()
+    assert "memory/2026-11-22.md#L1" in (mnt / ".memfs" / "search" / "compared search engines.md").read_text()
+    assert (mnt / ".memfs" / "context" / "main.md").read_text().startswith("# memfs context: main")
+    assert "agent:      main" in (mnt / ".memfs" / "status").read_text()
+    assert ".memfs" not in os.listdir(mnt) and "search" in os.listdir(mnt)
+    with pytest.raises(OSError) as raised:
+        (mnt / ".memfs" / "search" / "x.md").write_text("no")
+    assert raised.value.errno == errno.EROFS

@@ -5,8 +5,10 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -48,6 +50,30 @@ def test_protocol_validation() -> None:
             parse(data)
     with pytest.raises(SyncError, match="line 2"):
         parse(json.dumps(message(0)).encode() + b"\n" + BAD["unknown role"])
+
+
+@pytest.mark.parametrize("stamp,hint", [
+    (1707123456, "looks like seconds (1707123456000 ms would be 2024-02-05"),
+    (99999999999999, "more than a day ahead of now (year 5138)"),
+    (1707123456789000, "looks like microseconds"),
+    (86_400_000, "before 2000-01-01"),
+])
+def test_implausible_timestamps_are_rejected_naming_the_mistake(stamp: int, hint: str) -> None:
+    with pytest.raises(SyncError, match=re.escape(hint)):
+        parse(json.dumps(message(0, ts=stamp)).encode())
+    now_ms = 1_800_000_000_000
+    parse(json.dumps(message(0, ts=now_ms + DAY // 2)).encode(), now_ms=now_ms)  # a fast clock is fine
+    with pytest.raises(SyncError, match="ahead"):
+        parse(json.dumps(message(0, ts=now_ms + 2 * DAY)).encode(), now_ms=now_ms)
+
+
+def test_cli_rejects_a_timestamp_in_seconds(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    out = memfs_cli("sync", "-w", str(ws), env=env, input=envelope([message(0, ts=1707123456)]).decode())
+    assert out.returncode == 1 and "looks like seconds" in out.stderr and "Traceback" not in out.stderr
+    assert not list((ws / "clawgpt-memory").glob("*.jsonl"))
 
 
 def test_cli_sync_dedups_and_routes(tmp_path: Path) -> None:
@@ -205,3 +231,64 @@ def test_session_transcripts_index_dialogue_only(smount) -> None:
     while time.monotonic() < deadline and not json.loads((mnt / "search" / "mango.json").read_text())["results"]:
         time.sleep(0.2)
     assert json.loads((mnt / "search" / "mango.json").read_text())["results"][0]["path"].startswith("sessions/old.jsonl.reset")
+
+
+@pytest.mark.fuse
+def test_a_bad_line_fails_its_own_write(smount) -> None:
+    """Each complete line is validated as write() receives it: echo >> and open().write() see
+    EINVAL themselves, and the lines written before it are still stored at close."""
+    mnt, ws = smount.mnt, smount.workspace
+    day = mnt / "clawgpt-memory" / "2024-02-05.jsonl"
+    echo = subprocess.run(["bash", "-c", f"echo 'not json' >> '{day}'; echo status=$?"], capture_output=True, text=True)
+    assert "status=1" in echo.stdout and "Invalid argument" in echo.stderr
+    target = str(mnt / "clawgpt-memory" / "new.jsonl")
+    one_liner = f"open({target!r}, 'w').write('{{\"id\": 1}}\\n')"
+    python = subprocess.run([sys.executable, "-X", "dev", "-c", one_liner], capture_output=True, text=True)
+    # CPython flushes a file it garbage-collects only at exit and reports what that flush raised
+    # in dev mode only (exit status 0 either way): the write failed all the same.
+    assert "OSError: [Errno 22] Invalid argument" in python.stderr
+    with_block = f"with open({target!r}, 'w') as f: f.write('{{\"id\": 1}}\\n')"
+    python = subprocess.run([sys.executable, "-c", with_block], capture_output=True, text=True)
+    assert python.returncode == 1 and "Invalid argument" in python.stderr
+    seconds = json.dumps(message(7, ts=1707123456)) + "\n"
+    fd = os.open(day, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        assert os.write(fd, (json.dumps(message(6)) + "\n").encode()) > 0
+        with pytest.raises(OSError) as raised:
+            os.write(fd, seconds.encode())
+        assert raised.value.errno == errno.EINVAL
+        half = json.dumps(message(8))
+        assert os.write(fd, half[:20].encode()) == 20  # a partial line waits for the rest
+        assert os.write(fd, (half[20:] + "\n").encode()) > 0
+    finally:
+        os.close(fd)
+    assert [r["id"] for r in lines_of(ws)] == ["chat1-6", "chat1-8"]
+    reasons = " ".join(p.read_text() for p in (ws / "clawgpt-memory" / ".rejected").glob("*.reason"))
+    assert "line 1: invalid JSON" in reasons and "looks like seconds" in reasons
+    assert not (ws / "clawgpt-memory" / "new.jsonl").exists()
+    log = next((smount.state / "mounts").glob("*.log")).read_text()
+    assert "refused sync write to clawgpt-memory/2024-02-05.jsonl: line 1: invalid JSON" in log
+
+
+@pytest.mark.fuse
+def test_a_partial_line_is_still_judged_at_close(smount) -> None:
+    mnt, ws = smount.mnt, smount.workspace
+    fd = os.open(mnt / "clawgpt-memory" / "2024-02-05.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.write(fd, (json.dumps(message(1)) + "\n" + '{"id": "cut short').encode())
+    with pytest.raises(OSError) as raised:
+        os.close(fd)
+    assert raised.value.errno == errno.EINVAL
+    assert lines_of(ws) == []
+
+
+@pytest.mark.fuse
+def test_a_garbage_line_edited_beside_the_mount_is_logged(smount) -> None:
+    mnt, ws = smount.mnt, smount.workspace
+    (mnt / "clawgpt-memory" / "in").write_bytes(envelope([message(0), message(2)]))
+    with open(ws / "clawgpt-memory" / "2024-02-05.jsonl", "a") as day:
+        day.write("garbage typed by hand\n")
+    logfile = next((smount.state / "mounts").glob("*.log"))
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and "line 3 is not valid JSON" not in logfile.read_text():
+        time.sleep(0.1)
+    assert "clawgpt-memory/2024-02-05.jsonl: line 3 is not valid JSON and is not indexed" in logfile.read_text()

@@ -97,7 +97,12 @@ class Indexer:
         size, overlap = self.cfg.chunking.tokens, self.cfg.chunking.overlap
         if kind.is_jsonl:
             limit = min(size, self.provider.max_input_tokens) if self.embeds else size
-            messages = parse_jsonl(text, session=kind is FileKind.SESSION)
+            bad: list[int] = []
+            messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad)
+            if bad:
+                shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
+                log.warning("%s: line%s %s %s not valid JSON and %s not indexed", rel, "s" if len(bad) > 1 else "",
+                            shown, "are" if len(bad) > 1 else "is", "are" if len(bad) > 1 else "is")
             return chunking.chunk_messages(messages, limit, min(overlap, limit // 4))
         return chunking.chunk_markdown(text, size, overlap)
 

@@ -2,8 +2,9 @@
 
 Only what a person said or an assistant answered is kept: session records other than
 ``type: "message"``, roles other than user/assistant, tool calls and tool results are left out.
-Lines that are not valid JSON are skipped (sync files are validated on the way in by
-:mod:`memfs.sync`; transcripts are whatever the agent runtime wrote).
+Lines that are not valid JSON are skipped and reported to the caller, who logs them (sync files
+are validated on the way in by :mod:`memfs.sync`, but can be edited beside the mount;
+transcripts are whatever the agent runtime wrote).
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def parse_session_line(line: int, record: Any) -> Message | None:
     return _render(line, role, _text_of(message.get("content")), when, ident)
 
 
-def parse_jsonl(text: str, session: bool) -> list[Message]:
+def parse_jsonl(text: str, session: bool, bad_lines: list[int] | None = None) -> list[Message]:
+    """The messages of a JSONL file; the numbers of lines that are not JSON go to ``bad_lines``."""
     parse = parse_session_line if session else parse_sync_line
     messages: list[Message] = []
     for number, raw in enumerate(text.split("\n"), start=1):
@@ -94,6 +96,8 @@ def parse_jsonl(text: str, session: bool) -> list[Message]:
         try:
             record = json.loads(raw)
         except ValueError:
+            if bad_lines is not None:
+                bad_lines.append(number)
             continue
         message = parse(number, record)
         if message is not None:

@@ -17,6 +17,7 @@ def render_status(info: dict[str, object]) -> str:
     lines = [
         f"workspace:  {info['workspace']}",
         f"agent:      {info['agent']}",
+        f"mode:       {info.get('mode', 'main')}",
         f"files:      {info['files']} ({info['skipped']} skipped)",
         f"chunks:     {info['chunks']}",
         f"pending:    {info['pending']} chunk(s) waiting for an embedding",

@@ -1,0 +1,117 @@
+"""Private stays private: which paths are private, and that no `--mode shared` command (or a
+mode that is not main) ever prints a planted secret, while main mode finds it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import write
+from mounts import memfs_cli
+
+from memfs.config import load_config
+from memfs.privacy import Privacy
+
+SECRET = "SECRET-PELICAN-4242"
+
+
+def test_private_paths_match_paths_folders_and_globs(tmp_path: Path) -> None:
+    privacy = Privacy(["MEMORY.md", "private", "notes/*.secret.md"], "shared")
+    assert privacy.hides("MEMORY.md") and privacy.hides("memory.md")  # one long-term file, two spellings
+    assert privacy.hides("private") and privacy.hides("private/a/b.md")
+    assert privacy.hides("notes/x.secret.md") and not privacy.hides("notes/x.md")
+    assert not privacy.hides("memory/2026-11-22.md") and not privacy.hides("MEMORY.md.bak")
+    assert not Privacy(["MEMORY.md"], "main").hides("MEMORY.md")
+    write(tmp_path / "MEMORY.md", "x")
+    (tmp_path / "alias.md").symlink_to("MEMORY.md")
+    assert privacy.hides_file(tmp_path, "alias.md") and not privacy.hides("alias.md")
+
+
+def test_unknown_modes_are_shared(tmp_path: Path) -> None:
+    for given in ("shared", "group", "mian", "SHARED"):
+        assert load_config(workspace=tmp_path, env={}, mode=given).mode == "shared"
+    assert load_config(workspace=tmp_path, env={"MEMFS_MODE": "group"}).mode == "shared"
+    assert load_config(workspace=tmp_path, env={}, mode="Main").mode == "main"
+
+
+@pytest.fixture
+def secret_ws(tmp_path: Path, locomo_day) -> tuple[Path, dict[str, str]]:
+    ws = tmp_path / "ws"
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_BUNDLE_TIMEZONE": "UTC"}
+    assert memfs_cli("init", str(ws), env=env).returncode == 0
+    locomo_day(ws)
+    write(ws / "MEMORY.md", f"# Memory\n\n- {SECRET}: the spare key is under the blue flower pot.\n")
+    write(ws / "memory" / "notes.md", "- Shopping list: flour, eggs.\n")
+    (ws / "memory" / "alias.md").symlink_to("../MEMORY.md")  # a link to private text
+    out = memfs_cli("index", "-w", str(ws), env=env)
+    assert out.returncode == 0, out.stderr
+    return ws, env
+
+
+QUERIES = ("spare key blue flower pot", SECRET, "where is the spare key", "pelican")
+
+
+def _commands(ws: Path) -> list[list[str]]:
+    w = ["-w", str(ws)]
+    commands = []
+    for query in QUERIES:
+        commands += [["search", query, *w], ["search", "--json", query, *w], ["search", "-n", "20", "--min-score", "0", query, *w]]
+    commands += [["context", *w], ["context", "shared", *w], ["get", "MEMORY.md", *w], ["get", "memory.md", *w],
+                 ["get", "memory/alias.md", *w], ["get", str(ws / "MEMORY.md"), *w], ["status", *w],
+                 ["status", "--json", *w], ["index", *w], ["index", "--json", *w]]
+    return commands
+
+
+@pytest.mark.parametrize("how", ["flag", "flag-before", "env", "unknown-mode"])
+def test_no_shared_command_prints_private_text(secret_ws, how: str) -> None:
+    ws, env = secret_ws
+    commands = _commands(ws)
+    if how != "flag":  # every route once with --mode; the other ways of choosing a mode on a few
+        commands = [c for c in commands if c[0] in ("context", "get") or c[1] in ("--json",)][:8]
+    for command in commands:
+        if how == "flag":
+            args, extra = [*command, "--mode", "shared"], {}
+        elif how == "flag-before":
+            args, extra = ["--mode", "shared", *command], {}
+        elif how == "env":
+            args, extra = command, {"MEMFS_MODE": "shared"}
+        else:
+            args, extra = [*command, "--mode", "groupchat"], {}
+        out = memfs_cli(*args, env={**env, **extra})
+        assert "Traceback" not in out.stderr, (args, out.stderr)
+        # Only the memory's own words count (a search echoes its query, which may name the secret).
+        assert "4242: the spare" not in out.stdout + out.stderr, args
+        assert "is under the blue" not in out.stdout + out.stderr, args
+    main_context = memfs_cli("context", "main", "-w", str(ws), "--mode", "shared", env=env)
+    assert main_context.returncode == 1 and "not available in shared mode" in main_context.stderr
+    hidden = memfs_cli("get", "MEMORY.md", "-w", str(ws), "--mode", "shared", env=env)
+    assert hidden.returncode == 1 and "no such file" in hidden.stderr
+
+
+def test_main_mode_does_find_it(secret_ws) -> None:
+    """The control: the same commands in main mode do print the secret, so the test above can fail."""
+    ws, env = secret_ws
+    found = [memfs_cli(*command, env=env).stdout for command in _commands(ws)]
+    assert sum("4242: the spare" in out for out in found) >= 6
+    results = json.loads(memfs_cli("search", "--json", SECRET, "-w", str(ws), env=env).stdout)["results"]
+    assert results[0]["path"] == "MEMORY.md"
+
+
+def test_shared_status_counts_only_what_it_may_see(secret_ws) -> None:
+    ws, env = secret_ws
+    main = json.loads(memfs_cli("status", "--json", "-w", str(ws), env=env).stdout)
+    shared = json.loads(memfs_cli("status", "--json", "-w", str(ws), "--mode", "shared", env=env).stdout)
+    assert shared["mode"] == "shared" and main["mode"] == "main"
+    assert shared["files"] < main["files"] and shared["chunks"] < main["chunks"]
+
+
+def test_a_symlink_to_private_text_is_not_indexed(secret_ws) -> None:
+    ws, env = secret_ws
+    out = json.loads(memfs_cli("index", "--json", "-w", str(ws), env=env).stdout)
+    assert out["summary"] == {"unchanged": 3, "skipped": 1}
+    assert out["skipped"] == [{"path": "memory/alias.md", "reason": "skipped: a symlink to MEMORY.md, which is "
+                                                                   "indexed under its own name"}]
+    results = json.loads(memfs_cli("search", "--json", "-n", "20", "--min-score", "0", SECRET, "-w", str(ws),
+                                   env=env).stdout)["results"]
+    assert {r["path"] for r in results if SECRET in r["snippet"]} == {"MEMORY.md"}

@@ -14,6 +14,7 @@ import click
 
 from memfs.config import Config, ConfigError, load_config, parse_override
 from memfs.memory import GetError, Memory, NotAllowed, UnknownMode
+from memfs.mounttable import log_file, memfs_mount_containing, read_record
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 from memfs.workspace import init_workspace
@@ -65,14 +66,30 @@ def _options(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _config(opts: dict[str, Any]) -> Config:
+    """The effective configuration; a workspace that is (inside) a memfs mount means the mount's
+    own workspace, agent and mode, unless those are given explicitly."""
     opts = _options(opts)
     _setup_logging(opts["verbose"])
+    overrides = [parse_override(o) for o in opts["overrides"]] if opts["overrides"] else []
     try:
-        return load_config(workspace=opts["workspace"], agent=opts["agent"], mode=opts["mode"],
-                           config_file=opts["config_file"],
-                           overrides=[parse_override(o) for o in opts["overrides"]])
+        cfg = load_config(workspace=opts["workspace"], agent=opts["agent"], mode=opts["mode"],
+                          config_file=opts["config_file"], overrides=overrides)
+        point = memfs_mount_containing(cfg.workspace)
+        record = read_record(cfg.state_dir, point) if point is not None else None
+        if point is not None and record is not None:
+            sub = cfg.workspace.relative_to(point)
+            explicit_mode = opts["mode"] is not None or "MEMFS_MODE" in os.environ
+            explicit_agent = opts["agent"] is not None or "MEMFS_AGENT" in os.environ
+            cfg = load_config(workspace=Path(record.workspace) / sub,
+                              agent=opts["agent"] if explicit_agent else record.agent,
+                              mode=opts["mode"] if explicit_mode else record.mode,
+                              config_file=opts["config_file"], overrides=overrides)
+            cfg.sources["workspace"] = f"the mount {point}"
+            if not explicit_mode:
+                cfg.sources["mode"] = f"the mount {point}"
     except ConfigError as exc:
         raise click.ClickException(f"config: {exc}") from None
+    return cfg
 
 
 def _memory(cfg: Config, must_exist: bool = True) -> Memory:
@@ -81,6 +98,11 @@ def _memory(cfg: Config, must_exist: bool = True) -> Memory:
             f"workspace {cfg.workspace} does not exist: create it with `memfs init {cfg.workspace}` "
             "or pass --workspace"
         )
+    point = memfs_mount_containing(cfg.workspace)
+    if point is not None:
+        raise click.ClickException(
+            f"{cfg.workspace} is inside the memfs mount {point}, whose record is not in {cfg.state_dir} "
+            "(another MEMFS_STATE_DIR?): pass --workspace with the workspace folder itself")
     return Memory(cfg)
 
 
@@ -137,6 +159,10 @@ def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
 def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     """Index the workspace's memory files (incremental: unchanged files are skipped)."""
     cfg = _config(opts)
+    privacy_quiet = cfg.mode != "main"
+    if privacy_quiet:
+        # Per-file log lines would name private files; a shared caller gets the counts only.
+        logging.getLogger("memfs.index").setLevel(logging.ERROR)
     memory = _memory(cfg)
     files_bar, files_done = _bar("reading files")
     embed_bar, embed_done = _bar("embedding chunks")
@@ -152,12 +178,12 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
         status = memory.status()
     finally:
         memory.close()
-    summary: dict[str, int] = {}
-    for outcome in outcomes:
-        if not memory.privacy().hides(outcome.path):
-            summary[outcome.action] = summary.get(outcome.action, 0) + 1
     privacy = memory.privacy()
-    skipped = [o for o in outcomes if o.action == "skipped" and not privacy.hides(o.path)]
+    shown = [o for o in outcomes if not privacy.hides(o.path)]
+    summary: dict[str, int] = {}
+    for outcome in shown:
+        summary[outcome.action] = summary.get(outcome.action, 0) + 1
+    skipped = [] if privacy_quiet else [o for o in shown if o.action == "skipped"]
     if as_json:
         click.echo(json.dumps({"summary": summary, "skipped": [{"path": o.path, "reason": o.reason} for o in skipped],
                                "status": status}))
@@ -191,8 +217,7 @@ def search(query: str, as_json: bool, limit: int | None, min_score: float | None
         if query == "-":
             for line in sys.stdin:
                 text = line.rstrip("\n")
-                if not text.strip():
-                    continue
+                # One answer per input line, blank or not, so answers match questions by position.
                 out = _search_one(memory, text, as_json, limit, min_score)
                 click.echo(out, nl=False)
                 sys.stdout.flush()
@@ -206,16 +231,19 @@ def search(query: str, as_json: bool, limit: int | None, min_score: float | None
 
 @main.command()
 @click.argument("path")
-@click.option("--from", "from_line", type=int, default=1, show_default=True, help="First line (1-based).")
-@click.option("--lines", type=int, default=None, help="How many lines (default 200; output is capped).")
+@click.option("--from", "from_line", type=click.IntRange(min=1), default=1, show_default=True,
+              help="First line (1-based).")
+@click.option("--lines", type=click.IntRange(min=1), default=None,
+              help="How many lines (default 200; output is capped).")
 @click.option("--json", "as_json", is_flag=True)
 @global_options
 def get(path: str, from_line: int, lines: int | None, as_json: bool, **opts: Any) -> None:
-    """Read part of a memory file, bounded; says where to continue."""
+    """Read part of a memory file, bounded; says where to continue.  PATH is relative to the
+    workspace (as search results cite it), or to the current folder inside the workspace."""
     cfg = _config(opts)
     memory = _memory(cfg)
     try:
-        result = memory.get(path, from_line, lines)
+        result = memory.get(_workspace_path(cfg, path), from_line, lines)
     except GetError as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -230,6 +258,17 @@ def get(path: str, from_line: int, lines: int | None, as_json: bool, **opts: Any
             f"memfs get {result.path} --from {result.next_from}]", err=True)
 
 
+def _workspace_path(cfg: Config, path: str) -> str:
+    """``path`` as given, unless it only exists relative to the current folder inside the
+    workspace (``cd memory; memfs get 2026-11-22.md``)."""
+    if os.path.isabs(path) or (cfg.workspace / path).exists():
+        return path
+    here = Path.cwd().resolve()
+    if (here == cfg.workspace or cfg.workspace in here.parents) and (here / path).exists():
+        return str(here / path)
+    return path
+
+
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
 @global_options
@@ -242,6 +281,9 @@ def status(as_json: bool, **opts: Any) -> None:
     finally:
         memory.close()
     click.echo(json.dumps(info) if as_json else render_status(info), nl=not as_json)
+    if not info["indexed"] and not as_json:
+        click.echo(f"warning: this workspace has not been indexed yet for agent {cfg.agent}: run `memfs index`",
+                   err=True)
 
 
 @main.command()
@@ -253,7 +295,7 @@ def context(bundle_mode: str | None, **opts: Any) -> None:
     cfg = _config(opts)
     memory = _memory(cfg)
     try:
-        click.echo(memory.bundle(bundle_mode or cfg.mode), nl=False)
+        click.echo(memory.bundle((bundle_mode or cfg.mode).strip().lower()), nl=False)
     except (UnknownMode, NotAllowed) as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -269,6 +311,8 @@ def sync(as_json: bool, **opts: Any) -> None:
 
     cfg = _config(opts)
     data = sys.stdin.buffer.read()
+    if not data.strip():
+        raise click.ClickException("no sync message on stdin (expected a [CLAWGPT-SYNC] message or JSONL lines)")
     memory = _memory(cfg)
     try:
         result = memory.ingest_sync(data, "stdin")
@@ -295,7 +339,7 @@ def config_cmd(as_json: bool, **opts: Any) -> None:
         return
     width = max(len(k) for k, _, _ in leaves)
     for key, value, source in leaves:
-        shown = json.dumps(value) if isinstance(value, (list, str)) else str(value)
+        shown = json.dumps(value) if isinstance(value, (list, str, bool)) else str(value)
         click.echo(f"{key.ljust(width)}  {shown}  ({source})")
 
 
@@ -309,6 +353,10 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
     """Mount WORKSPACE on MOUNTPOINT: a passthrough whose memory writes are indexed at once."""
     from memfs.fs import mount as lifecycle
 
+    given = _options(opts)["workspace"]
+    if given is not None and Path(given).expanduser().resolve() != workspace_dir.expanduser().resolve():
+        raise click.UsageError(f"two workspaces given: --workspace {given} and WORKSPACE {workspace_dir}; "
+                               "give the workspace once, as WORKSPACE")
     opts = _options({**opts, "workspace": workspace_dir})
     cfg = _config(opts)
     target = Path(os.path.abspath(mountpoint.expanduser()))
@@ -369,8 +417,8 @@ def watch(workspace_dir: Path | None, **opts: Any) -> None:
         memory.index()
         log.info("watching %s (agent %s)", cfg.workspace, cfg.agent)
         trio.run(watch_workspace, memory)
-    except KeyboardInterrupt:
-        pass
+    except* KeyboardInterrupt:
+        log.info("stopped watching %s", cfg.workspace)  # Ctrl-C is how it ends: no traceback
     finally:
         memory.close()
 

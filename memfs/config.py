@@ -13,6 +13,7 @@ plus the well-known ``MEMFS_WORKSPACE``, ``MEMFS_AGENT``, ``MEMFS_MODE``, ``MEMF
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 import re
@@ -50,9 +51,16 @@ def _zone(name: str) -> str:
 
 
 def _split_list(value: Any) -> Any:
-    """Lists come from TOML as lists and from env/flags as comma-separated text."""
+    """Lists come from TOML as lists, and from env/flags either as a TOML array
+    (``["a", "b"]``) or as comma-separated text (``a,b``)."""
     if isinstance(value, str):
-        return [part.strip() for part in value.split(",") if part.strip()]
+        text = value.strip()
+        if text.startswith("["):
+            try:
+                return tomllib.loads(f"value = {text}")["value"]
+            except tomllib.TOMLDecodeError as exc:
+                raise ValueError(f"{text!r} is not a TOML array ({exc}); write a,b or [\"a\", \"b\"]") from None
+        return [part.strip() for part in text.split(",") if part.strip()]
     return value
 
 
@@ -140,9 +148,11 @@ class BundleConfig(_Section):
 
 
 class PrivacyConfig(_Section):
-    # Workspace-relative paths or glob patterns (a matching directory covers everything below it)
-    # that exist only for the main mode.  OpenClaw reads both spellings of the long-term file.
-    private_paths: list[str] = Field(default_factory=lambda: ["MEMORY.md", "memory.md"])
+    # What exists only for the main mode (see memfs/privacy.py for how patterns match; the
+    # long-term file, MEMORY.md or memory.md, is private whatever this says).  Session
+    # transcripts are private by default: a main session's transcript holds what the agent read
+    # from MEMORY.md and what was said in private.
+    private_paths: list[str] = Field(default_factory=lambda: ["MEMORY.md", "memory.md", "sessions"])
 
     split_lists = field_validator("private_paths", mode="before")(_split_list)
 
@@ -151,10 +161,12 @@ class PrivacyConfig(_Section):
     def check_patterns(cls, patterns: list[str]) -> list[str]:
         cleaned = []
         for pattern in patterns:
-            text = pattern.strip().removeprefix("./").rstrip("/")
-            if not text or text.startswith("/") or ".." in text.split("/"):
-                raise ValueError(f"{pattern!r} must be a path or glob pattern relative to the workspace")
-            cleaned.append(text)
+            text = pattern.strip()
+            parts = [p for p in text.split("/") if p]
+            if not parts or text.startswith("/") or any(p in (".", "..") for p in parts if p != "**"):
+                raise ValueError(f"{pattern!r} must be a path or glob pattern relative to the workspace, "
+                                 "without '.' or '..' segments")
+            cleaned.append("/".join(parts))
         return cleaned
 
 
@@ -225,7 +237,7 @@ class Config(_Section):
     @field_validator("mode")
     @classmethod
     def check_mode(cls, value: str) -> str:
-        mode = value.strip().lower()
+        mode = value.strip().lower()  # "Main" and "MAIN" are main, like the README says
         if mode not in (MAIN_MODE, SHARED_MODE):
             # Unknown never means private: a typo must not open MEMORY.md to a group chat.
             log.warning("mode %r is not 'main': treated as shared", value)
@@ -242,6 +254,8 @@ class Config(_Section):
 
 
 WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-memory")
+# Environment variables that are not settings but are ours all the same.
+OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR"})
 # Settings renamed since they were introduced: the old key keeps working.
 RENAMED = {"bundle.private_files": "privacy.private_paths"}
 
@@ -305,8 +319,6 @@ class _Layers:
 
 
 def _closest(key: str) -> str | None:
-    import difflib
-
     found = difflib.get_close_matches(key, list(LEAVES), n=1, cutoff=0.75)
     return found[0] if found else None
 
@@ -403,9 +415,15 @@ def load_config(
         for key, value in _flatten(table):
             layers.set(key, value, f"file {path}")
 
-    for name, key in sorted(_env_key_map().items()):
+    known = _env_key_map()
+    for name, key in sorted(known.items()):
         if name in env:
             layers.set(key, env[name], f"env {name}")
+    for name in sorted(env):
+        if name.startswith("MEMFS_") and name not in known and name not in OTHER_ENV:
+            hint = difflib.get_close_matches(name, list(known), n=1, cutoff=0.8)
+            log.warning("ignoring environment variable %s: no such setting%s", name,
+                        f" (did you mean {hint[0]}?)" if hint else "")
 
     for key, value in overrides:
         layers.set(key, value, f"flag {key}")
@@ -421,6 +439,10 @@ def load_config(
         raise _explain(exc, layers) from None
     cfg.sources.update(layers.sources)
     cfg.state_dir = Path(os.path.expanduser(str(cfg.state_dir))).resolve()
+    if cfg.state_dir == ws or ws in cfg.state_dir.parents:
+        # The index holds MEMORY.md's text: inside the workspace, a shared mount would show it.
+        raise ConfigError(f"state_dir {cfg.state_dir} is inside the workspace {ws} "
+                          f"(from {cfg.sources.get('state_dir', 'default')}): put it elsewhere")
     return cfg
 
 

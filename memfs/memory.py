@@ -24,11 +24,11 @@ from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_pr
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import SearchParams, SearchResponse, hybrid_search
 from memfs.index.store import Store
-from memfs.privacy import Privacy
+from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
 from memfs.sync import protocol as sync_protocol
-from memfs.sync.store import IngestResult, SyncStore
-from memfs.state import StatePaths, locate
+from memfs.sync.store import IngestResult, SyncStore, SyncStoreError
+from memfs.state import StatePaths, WorkspaceIdentity, locate
 from memfs.workspace import LONG_TERM_NAMES, OutsideWorkspace, is_memory, relative, timezone, today
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,10 @@ class Memory:
         self.store = Store(self.paths.index, self.paths.cache)
         self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
         self.indexer = Indexer(cfg, self.store, self.provider)
-        self._hidden: tuple[int, frozenset[str]] = (-1, frozenset())
+        if self.store.outdated:
+            log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
+                        self.paths.index)
+            self.rebuild()
         self._check_fingerprint()
         self._check_workspace()
 
@@ -94,18 +97,24 @@ class Memory:
         return Privacy(self.cfg.privacy.private_paths, self.cfg.mode if mode is None else mode)
 
     def _check_workspace(self) -> None:
-        """An index serves only the workspace it was made from: one recorded for another
-        workspace (an index of an earlier version, a moved workspace, a copied state directory)
-        is first reconciled with this workspace's files, which drops every other file's text."""
-        wanted = self.paths.identity.as_json()
-        recorded = self.store.get_meta("workspace")
+        """An index serves only the workspace it was made from.  One recorded for the same
+        folder at another path (the workspace was moved) is reconciled with the files; one of
+        unknown origin (an index of an earlier version, a copied state directory) is rebuilt
+        from this workspace's files before it answers anything, so no other text survives."""
+        wanted = self.paths.identity
+        raw = self.store.get_meta("workspace")
+        recorded = WorkspaceIdentity.from_json(raw) if raw else None
         if recorded == wanted:
             return
-        if recorded is not None or self.store.files():
-            log.warning("index %s was made for %s; reconciling it with %s before use", self.paths.index,
-                        recorded or "an unknown workspace", self.cfg.workspace)
+        moved = recorded is not None and (recorded.dev, recorded.ino) == (wanted.dev, wanted.ino)
+        if moved:
+            log.info("workspace moved from %s to %s: reconciling its index", recorded.path, wanted.path)
             self.indexer.reconcile()
-        self.store.set_meta("workspace", wanted)
+        elif raw is not None or self.store.files():
+            log.warning("index %s was made for %s; rebuilding it for %s before use", self.paths.index,
+                        recorded.path if recorded else "an unknown workspace", wanted.path)
+            self.rebuild()
+        self.store.set_meta("workspace", wanted.as_json())
 
     # -- provider and fingerprint -------------------------------------------------------------
 
@@ -240,6 +249,9 @@ class Memory:
     ) -> SearchResponse:
         params = SearchParams.from_config(self.cfg.search, max_results, min_score)
         warnings: list[str] = []
+        if not query.strip():
+            return SearchResponse(query=query, results=[], provider=self.cfg.embedding.provider,
+                                  generation=self.store.generation, warnings=["the query is empty"])
         if self.store.get_meta("reconciled_at") is None:
             warnings.append(
                 f"this workspace has not been indexed yet for agent {self.cfg.agent}: run `memfs index` "
@@ -255,8 +267,9 @@ class Memory:
         embedding = self._query_pool.submit(self._embed_query, query) if provider.dims else None
         with self.store.lock:
             # The query is embedded on another thread while SQLite runs the keyword side.
+            privacy = self.privacy(mode)
             results = hybrid_search(self.store, query, embedding.result if embedding else None, params,
-                                    exclude=self._hidden_paths(self.privacy(mode)))
+                                    hides=privacy.is_private if privacy.shared else None)
             generation = self.store.generation
             pending = self.store.pending_count()
         if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
@@ -270,15 +283,6 @@ class Memory:
             pending=pending,
             warnings=warnings,
         )
-
-    def _hidden_paths(self, privacy: Privacy) -> frozenset[str]:
-        """The indexed paths ``privacy`` must not see (remembered per index generation)."""
-        if not privacy.shared:
-            return frozenset()
-        generation = self.store.generation
-        if self._hidden[0] != generation:
-            self._hidden = (generation, privacy.hidden_among(r.path for r in self.store.files()))
-        return self._hidden[1]
 
     def _embed_query(self, query: str) -> np.ndarray | None:
         try:
@@ -299,11 +303,13 @@ class Memory:
             rel = relative(self.cfg.workspace, path)
         except OutsideWorkspace as exc:
             raise GetError(str(exc)) from None
-        full = self.cfg.workspace / rel
         # A private file answers exactly like a missing one: a shared reader learns nothing.
-        if not full.is_file() or self.privacy(mode).hides_file(self.cfg.workspace, rel):
-            raise GetError(f"{rel}: no such file in the workspace")
-        data = full.read_bytes()
+        try:
+            data = read_visible(self.cfg.workspace, rel, self.privacy(mode))
+        except IsADirectoryError:
+            raise GetError(f"{rel} is a folder, not a file (ls it, or name a file in it)") from None
+        except OSError:
+            raise GetError(f"{rel}: no such file in the workspace") from None
         if b"\x00" in data:
             raise GetError(f"{rel}: binary file, not shown")
         text = data.decode("utf-8", errors="replace")
@@ -334,12 +340,23 @@ class Memory:
             return sync_protocol.parse(data, first_line)
         except sync_protocol.SyncError as exc:
             kept = self.sync_store.reject(source, data, str(exc))
-            log.warning("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
+            # INFO: the front end reports it (a mount's log line, the CLI's error), once.
+            log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
 
     def check_sync(self, data: bytes, source: str = "stdin", first_line: int = 1) -> int:
         """Validate sync data without storing it; returns how many messages it holds."""
         return len(self._parse_sync(data, source, first_line))
+
+    def check_sync_unfinished(self, data: bytes, source: str, first_line: int = 1) -> None:
+        """Validate sync data that may still grow, once it is complete JSON (see
+        :func:`memfs.sync.protocol.check_unfinished`); invalid data is kept and raises SyncError."""
+        try:
+            sync_protocol.check_unfinished(data, first_line)
+        except sync_protocol.SyncError as exc:
+            kept = self.sync_store.reject(source, data, str(exc))
+            log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
+            raise
 
     @staticmethod
     def sync_is_envelope(data: bytes) -> bool:
@@ -351,7 +368,12 @@ class Memory:
         already stored anywhere, append the rest to their date files, index those files.
         Invalid input stores nothing, is kept under clawgpt-memory/.rejected/ and raises SyncError."""
         messages = self._parse_sync(data, source)
-        result = self.sync_store.ingest(messages)
+        try:
+            result = self.sync_store.ingest(messages)
+        except SyncStoreError as exc:
+            kept = self.sync_store.reject(source, data, exc.strerror or str(exc))
+            log.info("refused sync data from %s: %s (kept in %s)", source, exc.strerror, kept)
+            raise sync_protocol.SyncError(exc.strerror or str(exc)) from None
         for rel in result.files:
             self.file_changed(rel)
         return result
@@ -370,11 +392,14 @@ class Memory:
         files = []
         for pattern in settings.files:
             rel = self._long_term_spelling(pattern.format(**names))
-            if privacy.hides_file(self.cfg.workspace, rel):
+            if privacy.hides(rel):
                 continue
-            full = self.cfg.workspace / rel
             try:
-                text = full.read_bytes().decode("utf-8", errors="replace") if full.is_file() else None
+                text: str | None = read_visible(self.cfg.workspace, rel, privacy).decode("utf-8", errors="replace")
+            except FileNotFoundError:
+                if privacy.shared and os.path.lexists(self.cfg.workspace / rel):
+                    continue  # there, but private for this mode (a link to a private file)
+                text = None
             except OSError:
                 text = None
             files.append(bundle_render.BundleFile(rel, text))
@@ -390,12 +415,14 @@ class Memory:
 
     def status(self, mode: str | None = None) -> dict[str, object]:
         privacy = self.privacy(mode)
-        counts = self.store.counts(exclude=self._hidden_paths(privacy))
+        hidden = privacy.hidden_among(r.path for r in self.store.files()) if privacy.shared else frozenset()
+        counts = self.store.counts(include_private=not privacy.shared, exclude=hidden)
         provider = self.provider
         return {
             "workspace": str(self.cfg.workspace),
             "agent": self.cfg.agent,
             "mode": privacy.mode,
+            "indexed": self.store.get_meta("reconciled_at") is not None,
             **counts,
             "provider": self.cfg.embedding.provider,
             "model": provider.model,

@@ -9,8 +9,9 @@ Layout under the state directory (``$MEMFS_STATE_DIR``, default ``~/.local/state
     mounts/                                     pid records and logs of running mounts
 
 ``<hash>`` is taken from the workspace's real path, so a workspace reached through a symlink
-is the same workspace.  A workspace that was moved (same device and inode, old path gone) takes
-its folder along instead of starting over.  Folders are private to their user (0700): an index
+is the same workspace.  A workspace that was moved (same device and inode, old path gone, and
+most of the same names at its top: file systems reuse the inode of a deleted folder at once)
+takes its folder along instead of starting over.  Folders are private to their user (0700): an index
 holds the text of MEMORY.md.
 
 Index files of earlier versions (``<agent>.sqlite`` beside the cache, one per agent whatever the
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 WORKSPACES_DIR = "workspaces"
 IDENTITY_FILE = "workspace.json"
 PRIVATE_DIR_MODE = 0o700
+MAX_ENTRIES = 200
 
 
 @dataclass(frozen=True)
@@ -110,15 +112,33 @@ def read_identity(folder: Path) -> WorkspaceIdentity | None:
         return None
 
 
-def _write_identity(folder: Path, identity: WorkspaceIdentity) -> None:
+def top_entries(workspace: Path) -> list[str]:
+    """The names at the top of a workspace (a sample that tells a moved workspace from a new one)."""
+    try:
+        return sorted(os.listdir(workspace))[:MAX_ENTRIES]
+    except OSError:
+        return []
+
+
+def read_entries(folder: Path) -> list[str]:
+    try:
+        raw = json.loads((folder / IDENTITY_FILE).read_text(encoding="utf-8"))
+        return [str(e) for e in raw.get("entries", [])]
+    except (OSError, ValueError, AttributeError):
+        return []
+
+
+def _write_identity(folder: Path, identity: WorkspaceIdentity, entries: list[str]) -> None:
+    record = {**json.loads(identity.as_json()), "entries": entries}
     scratch = folder / (IDENTITY_FILE + ".tmp")
-    scratch.write_text(identity.as_json() + "\n", encoding="utf-8")
+    scratch.write_text(json.dumps(record, sort_keys=True) + "\n", encoding="utf-8")
     os.replace(scratch, folder / IDENTITY_FILE)
 
 
-def _moved_here(root: Path, identity: WorkspaceIdentity) -> Path | None:
-    """The folder of a workspace that is now at ``identity.path``: same device and inode, and
-    nothing with that identity is left at its recorded path."""
+def _moved_here(root: Path, identity: WorkspaceIdentity, entries: list[str]) -> Path | None:
+    """The folder of a workspace that is now at ``identity.path``: same device and inode,
+    nothing with that identity left at its recorded path, and at least half of the names it
+    had at its top still there (a new folder that got a deleted one's inode has none)."""
     if identity.dev < 0:
         return None
     for folder in sorted(root.iterdir()):
@@ -129,8 +149,26 @@ def _moved_here(root: Path, identity: WorkspaceIdentity) -> Path | None:
             continue
         if WorkspaceIdentity.of(Path(recorded.path)) == WorkspaceIdentity(recorded.path, identity.dev, identity.ino):
             continue  # still there: a bind mount or the like, not a move
+        before = set(read_entries(folder))
+        if not before or len(before & set(entries)) * 2 < len(before):
+            continue
         return folder
     return None
+
+
+def _in_use(path: Path) -> bool:
+    """Whether any process has ``path`` open (an older memfs still serving its index)."""
+    target = str(path)
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) == target:
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _move_sqlite(source: Path, target: Path) -> None:
@@ -154,22 +192,26 @@ def locate(cfg: Config) -> StatePaths:
     folder = root / folder_name(identity)
     index = folder / f"{cfg.agent}.sqlite"
     cache = cfg.state_dir / f"{cfg.agent}.embcache.sqlite"
-    recorded = read_identity(folder)
-    if recorded != identity or not index.exists():
+    entries = top_entries(cfg.workspace)
+    if read_identity(folder) != identity or not index.exists() or read_entries(folder) != entries:
         with _locked(root):
-            recorded = read_identity(folder)
             if not folder.exists():
-                moved = _moved_here(root, identity)
+                moved = _moved_here(root, identity, entries)
                 if moved is not None:
+                    old = read_identity(moved)
                     os.rename(moved, folder)
                     log.warning("workspace moved from %s to %s: its index moves along",
-                                (read_identity(folder) or identity).path, identity.path)
+                                old.path if old else "?", identity.path)
             make_private_dir(folder)
-            if read_identity(folder) != identity:
-                _write_identity(folder, identity)
+            if read_identity(folder) != identity or read_entries(folder) != entries:
+                _write_identity(folder, identity, entries)
             legacy = cfg.state_dir / f"{cfg.agent}.sqlite"
             if not index.exists() and legacy.exists():
-                _move_sqlite(legacy, index)
-                log.warning("moved the index of an earlier memfs (%s) to %s; it is reconciled with "
-                            "this workspace's files before use", legacy, index)
+                if _in_use(legacy):
+                    log.warning("the index of an earlier memfs (%s) is still open (a mount of the old "
+                                "version?): leaving it there and starting a fresh index (the embedding cache is shared, so nothing is embedded again)", legacy)
+                else:
+                    _move_sqlite(legacy, index)
+                    log.warning("moved the index of an earlier memfs (%s) to %s; it is rebuilt for this "
+                                "workspace before use", legacy, index)
     return StatePaths(folder, index, cache, identity)

@@ -74,7 +74,7 @@ async def watch_workspace(
                 continue
             if is_own is not None and is_own(rel, st):
                 continue
-            log.info("changed beside the mount: %s", rel)
+            log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
             await trio.to_thread.run_sync(_reindex, memory, rel)
             embed = True
             if on_change is not None:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import load_config
-from memfs.fs.mount import is_mounted as mount_table_has
+from memfs.mounttable import is_mounted as mount_table_has
 from memfs.memory import Memory
 
 

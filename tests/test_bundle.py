@@ -110,3 +110,13 @@ def test_lowercase_memory_md_is_long_term_memory(tmp_path: Path, make_memory) ->
     memory.index()
     assert memory.search("boat called Wren").results[0].path == "memory.md"
     assert not memory.search("boat called Wren", mode="shared", min_score=0).results
+
+
+def test_a_manifest_too_big_for_the_budget_gives_a_compact_bundle(tmp_path: Path, make_memory) -> None:
+    files = [f"notes/file-{i:02d}-with-a-long-name.md" for i in range(14)]
+    for name in files:
+        write(tmp_path / "ws" / name, "x\n" * 200)
+    memory = make_memory(tmp_path / "ws", embedding__provider="none", bundle__timezone="UTC",
+                         bundle__total_tokens=300, bundle__files=",".join(files))
+    text = memory.bundle("main", now=NOW)
+    assert tokens.count(text) <= 300 and "too small for the manifest of 14 files" in text

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,8 +47,9 @@ def test_init_index_search_get_status(tmp_path: Path, locomo_day) -> None:
     lines = memfs("search", "--json", "-n", "2", "-", input="support group\n\npainting sunrise\n",
                   env={**env, "MEMFS_WORKSPACE": str(ws)})
     rows = [json.loads(line) for line in lines.stdout.splitlines()]
-    assert [r["query"] for r in rows] == ["support group", "painting sunrise"]
-    assert all(len(r["results"]) <= 2 for r in rows)
+    assert [r["query"] for r in rows] == ["support group", "", "painting sunrise"]  # one answer per line
+    assert all(len(r["results"]) <= 2 for r in rows) and rows[1]["results"] == []
+    assert rows[1]["warnings"] == ["the query is empty"]
 
     part = memfs("get", "memory/2023-05-08.md", "--from", "3", "--lines", "2", "-w", str(ws), env=env)
     assert part.stdout == "## 13:56 - Caroline\n\n" and "--from 5" in part.stderr
@@ -72,8 +76,11 @@ def test_config_shows_sources(tmp_path: Path) -> None:
 def test_clear_errors(tmp_path: Path) -> None:
     missing = memfs("search", "x", "-w", str(tmp_path / "nope"), env={"MEMFS_STATE_DIR": str(tmp_path / "s")})
     assert missing.returncode != 0 and "does not exist" in missing.stderr
-    empty = memfs("search", "  ", "-w", str(tmp_path), env={"MEMFS_STATE_DIR": str(tmp_path / "s")})
+    (tmp_path / "ws").mkdir()
+    empty = memfs("search", "  ", "-w", str(tmp_path / "ws"), env={"MEMFS_STATE_DIR": str(tmp_path / "s")})
     assert empty.returncode != 0 and "empty" in empty.stderr
+    inside = memfs("status", "-w", str(tmp_path), env={"MEMFS_STATE_DIR": str(tmp_path / "s")})
+    assert inside.returncode == 1 and "is inside the workspace" in inside.stderr  # the index would show through
 
 
 def test_global_options_work_before_and_after_the_command(tmp_path: Path, locomo_day) -> None:
@@ -135,3 +142,43 @@ def test_option_typos_exit_2(tmp_path: Path) -> None:
     for args in (["search", "x", "-n", "0"], ["search", "x", "--min-score", "2"], ["search", "x", "--max-resluts", "3"]):
         out = memfs(*args, "-w", str(tmp_path), env=env)
         assert out.returncode == 2 and "Traceback" not in out.stderr, args
+
+
+def test_what_a_new_user_hit_on_the_command_line(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    write(ws / "memory" / "2026-11-20.md", "one\ntwo\n")
+    empty = memfs("sync", "-w", str(ws), env=env, input="")
+    assert empty.returncode == 1 and "no sync message on stdin" in empty.stderr and "NO_REPLY" not in empty.stdout
+    (tmp_path / "mnt").mkdir()
+    twice = memfs("-w", str(tmp_path / "other"), "mount", str(ws), str(tmp_path / "mnt"), env=env)
+    assert twice.returncode == 2 and "two workspaces given" in twice.stderr
+    for args in (["--from", "0"], ["--lines", "0"]):
+        out = memfs("get", "memory/2026-11-20.md", *args, "-w", str(ws), env=env)
+        assert out.returncode == 2, args
+    folder = memfs("get", "memory", "-w", str(ws), env=env)
+    assert folder.returncode == 1 and "is a folder, not a file" in folder.stderr
+    here = memfs("get", "2026-11-20.md", cwd=ws / "memory", env=env)  # relative to where you are
+    assert here.returncode == 0 and here.stdout == "one\ntwo\n"
+    shown = memfs("config", "-w", str(ws), env=env).stdout
+    assert re.search(r"^mount\.watch +true +\(default\)$", shown, re.M) and re.search(r"^mount\.xattrs +false ", shown, re.M)
+    status = memfs("status", "-w", str(ws), env=env)
+    assert "has not been indexed yet" in status.stderr
+    context = memfs("context", "Main", "-w", str(ws), env=env)
+    assert context.returncode == 0 and context.stdout.startswith("# memfs context: main")
+
+
+def test_watch_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "- fact\n")
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},
+           "MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    proc = subprocess.Popen([sys.executable, "-m", "memfs", "watch", str(ws)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (tmp_path / "state" / "workspaces").exists():
+        time.sleep(0.1)
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert "Traceback" not in err and "stopped watching" in err

@@ -17,12 +17,12 @@ def test_defaults_match_design(tmp_path: Path) -> None:
 
 def test_layers_file_env_flag_with_sources(tmp_path: Path) -> None:
     (tmp_path / ".memfs.toml").write_text('[search]\nmin_score = 0.2\nmax_results = 9\n[embedding]\nprovider = "none"\n')
-    env = {"MEMFS_SEARCH_MAX_RESULTS": "11", "MEMFS_STATE_DIR": str(tmp_path / "st")}
+    env = {"MEMFS_SEARCH_MAX_RESULTS": "11", "MEMFS_STATE_DIR": str(tmp_path.parent / f"{tmp_path.name}-st")}
     cfg = load_config(workspace=tmp_path, env=env, overrides=[("search.min_score", "0.1")], agent="work")
     assert cfg.search.min_score == 0.1 and cfg.sources["search.min_score"] == "flag search.min_score"
     assert cfg.search.max_results == 11 and cfg.sources["search.max_results"] == "env MEMFS_SEARCH_MAX_RESULTS"
     assert cfg.embedding.provider == "none" and cfg.sources["embedding.provider"].startswith("file ")
-    assert cfg.agent == "work" and cfg.state_dir == (tmp_path / "st").resolve()
+    assert cfg.agent == "work" and cfg.state_dir == (tmp_path.parent / f"{tmp_path.name}-st").resolve()
 
 
 def test_workspace_found_from_current_directory(tmp_path: Path) -> None:
@@ -52,3 +52,27 @@ def test_broken_toml_is_reported(tmp_path: Path) -> None:
     (tmp_path / ".memfs.toml").write_text("[search\n")
     with pytest.raises(ConfigError, match=".memfs.toml"):
         load_config(workspace=tmp_path, env={})
+
+
+def test_lists_come_as_toml_arrays_or_comma_separated(tmp_path: Path) -> None:
+    for given in ('["MEMORY.md", "secrets/"]', "MEMORY.md, secrets/", "MEMORY.md,secrets"):
+        cfg = load_config(workspace=tmp_path, env={}, overrides=[("privacy.private_paths", given)])
+        assert cfg.privacy.private_paths == ["MEMORY.md", "secrets"], given
+    env = {"MEMFS_PRIVACY_PRIVATE_PATHS": '["MEMORY.md", "notes//private/./"]'}
+    with pytest.raises(ConfigError, match="without '.' or '..' segments"):
+        load_config(workspace=tmp_path, env=env)
+    cfg = load_config(workspace=tmp_path, env={"MEMFS_PRIVACY_PRIVATE_PATHS": '["notes//private/"]'})
+    assert cfg.privacy.private_paths == ["notes/private"]
+    with pytest.raises(ConfigError, match="not a TOML array"):
+        load_config(workspace=tmp_path, env={}, overrides=[("index.extra_paths", '["a", ')])
+
+
+def test_unknown_environment_settings_are_named(tmp_path: Path, caplog) -> None:
+    load_config(workspace=tmp_path, env={"MEMFS_SEARCH_MIN_SCOR": "0.3", "MEMFS_DEMO_DIR": "/x"})
+    assert "ignoring environment variable MEMFS_SEARCH_MIN_SCOR" in caplog.text
+    assert "did you mean MEMFS_SEARCH_MIN_SCORE" in caplog.text and "MEMFS_DEMO_DIR" not in caplog.text
+
+
+def test_the_state_directory_may_not_sit_in_the_workspace(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="inside the workspace"):
+        load_config(workspace=tmp_path, env={}, overrides=[("state_dir", str(tmp_path / ".state"))])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from mounts import is_mounted, memfs_cli
+from mounts import clean_env, is_mounted, memfs_cli
 
 pytestmark = pytest.mark.fuse
 
@@ -35,7 +36,8 @@ def test_preflight_errors_mount_nothing(workspace: Path, tmp_path: Path) -> None
         ((str(workspace), str(tmp_path / "missing")), "does not exist"),
         ((str(workspace), str(full)), "not empty"),
         ((str(tmp_path / "no-ws"), str(tmp_path)), "workspace"),
-        ((str(workspace), str(workspace / "memory")), "inside the workspace"),
+        ((str(workspace), str(workspace / "memory")), "inside it"),
+        ((str(workspace), str(workspace)), "is the workspace or inside it"),
     ]
     (workspace / "memory" / ".keep").unlink(missing_ok=True)
     for args, message in cases:
@@ -53,13 +55,16 @@ def test_sigterm_unmounts_cleanly(mounted) -> None:
 
 def test_stale_mount_is_detected_and_forced(workspace: Path, mount_factory) -> None:
     first = mount_factory(workspace)
-    os.kill(first.pid, signal.SIGKILL)
-    assert wait_until(lambda: _stat_errno(first.mnt) == errno.ENOTCONN)
+    os.stat(first.mnt)  # the kernel now caches the root's attributes for mount.attr_timeout_s
+    pid = first.pid
+    os.kill(pid, signal.SIGKILL)
+    assert wait_until(lambda: not os.path.exists(f"/proc/{pid}"))
     env = {"MEMFS_STATE_DIR": str(first.state)}
     again = memfs_cli("mount", str(workspace), str(first.mnt), env=env)
-    assert again.returncode != 0 and "memfs umount" in again.stderr and "--force" in again.stderr
-    mount_factory(workspace, "main", "--force", mnt=first.mnt)
-    assert (first.mnt / "AGENTS.md").exists()
+    assert again.returncode != 0 and "stale mount" in again.stderr and "--force" in again.stderr
+    started = time.monotonic()
+    mount_factory(workspace, "main", "--force", mnt=first.mnt)  # at once, not after the cache expires
+    assert time.monotonic() - started < 8 and (first.mnt / "AGENTS.md").exists()
 
 
 def _stat_errno(path: Path) -> int:
@@ -182,3 +187,25 @@ def test_mount_raises_its_read_ahead(workspace: Path, mount_factory, tmp_path: P
     (m.mnt / "big.bin").write_bytes(data)
     assert (m.mnt / "big.bin").read_bytes() == data
     assert (workspace / "big.bin").read_bytes() == data
+
+
+def test_commands_run_inside_a_mount_use_its_workspace_and_mode(workspace: Path, mount_factory) -> None:
+    write(workspace / "memory" / "2026-11-20.md", "- We adopted a greyhound called Pixel.\n")
+    write(workspace / "MEMORY.md", "- INSIDE-SECRET-2291: the safe is behind the painting.\n")
+    main = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    shared = mount_factory(workspace, "main", "--mode", "shared", "--set", "embedding.provider=none",
+                           mnt=workspace.parent / "shared-mnt")
+    env = {"MEMFS_STATE_DIR": str(main.state), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    here = subprocess.run([sys.executable, "-m", "memfs", "search", "greyhound Pixel"], cwd=main.mnt / "memory",
+                          capture_output=True, text=True, env={**clean_env(), **env}, timeout=120)
+    assert "memory/2026-11-20.md#L1" in here.stdout and "not been indexed" not in here.stdout
+    status = subprocess.run([sys.executable, "-m", "memfs", "status", "--json"], cwd=main.mnt,
+                            capture_output=True, text=True, env={**clean_env(), **env}, timeout=120)
+    assert json.loads(status.stdout)["workspace"] == str(workspace)
+    from_shared = subprocess.run([sys.executable, "-m", "memfs", "search", "INSIDE-SECRET-2291 safe"],
+                                 cwd=shared.mnt, capture_output=True, text=True, env={**clean_env(), **env},
+                                 timeout=120)
+    assert "behind the painting" not in from_shared.stdout  # the shared mount's mode came along
+    assert "behind the painting" in subprocess.run(
+        [sys.executable, "-m", "memfs", "search", "INSIDE-SECRET-2291 safe"], cwd=main.mnt, capture_output=True,
+        text=True, env={**clean_env(), **env}, timeout=120).stdout

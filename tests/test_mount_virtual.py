@@ -60,9 +60,16 @@ def test_options_in_the_path(vmount) -> None:
     assert len(few) == 1 and len(many) > 1
     none = json.loads((search / "min=1" / "painting.json").read_text())["results"]
     assert none == []
-    for bad in ("n=0", "n=abc", "min=2", "x=1", "n=1,n=2"):
-        with pytest.raises(FileNotFoundError):
+    reasons = {"n=0": "n must be from 1 to 100", "n=abc": "n is a whole number", "min=2": "min must be from 0 to 1",
+               "x=1": "unknown option 'x'", "n=1,n=2": "given twice", "n=1.5": "n is a whole number",
+               "min=-0.1": "min must be from 0 to 1", "n=3,": "is not an option"}
+    for bad in reasons:
+        with pytest.raises(OSError) as raised:
             (search / bad / "painting.md").read_text()
+        assert raised.value.errno == errno.EINVAL, bad
+    log = next((vmount.state / "mounts").glob("*.log")).read_text()
+    for bad, reason in reasons.items():
+        assert f"search/{bad}: " in log and reason in log, bad
 
 
 def test_read_your_writes_and_stable_handles(vmount) -> None:
@@ -87,13 +94,23 @@ def test_names_errors_and_listing(vmount) -> None:
     with pytest.raises(OSError) as long_name:
         (search / ("q" * 300 + ".md")).read_text()
     assert long_name.value.errno == errno.ENAMETOOLONG
-    for missing in (".md", "noextension", "x.txt"):
-        with pytest.raises(FileNotFoundError):
-            (search / missing).read_text()
+    with pytest.raises(FileNotFoundError):
+        (search / ".md").read_text()  # an empty query
+    for malformed in ("noextension", "x.txt"):
+        with pytest.raises(OSError) as raised:
+            (search / malformed).read_text()
+        assert raised.value.errno == errno.EINVAL, malformed
+    log = next((vmount.state / "mounts").glob("*.log")).read_text()
+    assert "search/noextension: a query is a file ending in .md or .json" in log
     listing = os.listdir(search)
     assert "café naïve 数据库.md" in listing and 'say "hello".md' in listing
+    with pytest.raises(OSError) as raised:
+        os.mkdir(search / "dir")
+    assert raised.value.errno == errno.EINVAL  # the kernel's lookup first: "dir" is no query name
+    for name in ("dir.md", "link.md"):  # every query name exists, so making one is EEXIST
+        with pytest.raises(FileExistsError):
+            os.mkdir(search / name) if name == "dir.md" else os.symlink("x", search / name)
     for attempt in (lambda: (search / "new.md").write_text("x"),
-                    lambda: os.mkdir(search / "dir"),
                     lambda: os.unlink(search / 'say "hello".md'),
                     lambda: os.rename(search / 'say "hello".md', search / "other.md"),
                     lambda: os.rename(vmount.mnt / "MEMORY.md", search / "m.md"),

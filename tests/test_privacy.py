@@ -4,6 +4,7 @@ mode that is not main) ever prints a planted secret, while main mode finds it.""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,7 @@ from conftest import write
 from mounts import memfs_cli
 
 from memfs.config import load_config
-from memfs.privacy import Privacy
+from memfs.privacy import Privacy, read_visible
 
 SECRET = "SECRET-PELICAN-4242"
 
@@ -21,11 +22,28 @@ def test_private_paths_match_paths_folders_and_globs(tmp_path: Path) -> None:
     assert privacy.hides("MEMORY.md") and privacy.hides("memory.md")  # one long-term file, two spellings
     assert privacy.hides("private") and privacy.hides("private/a/b.md")
     assert privacy.hides("notes/x.secret.md") and not privacy.hides("notes/x.md")
-    assert not privacy.hides("memory/2026-11-22.md") and not privacy.hides("MEMORY.md.bak")
+    assert not privacy.hides("memory/2026-11-22.md") and not privacy.hides("MEMORY.mdx")
+    for derived in (".MEMORY.md.swp", "MEMORY.md~", "#MEMORY.md#", ".#MEMORY.md", "MEMORY.md.bak", "sub/.memory.md.swo"):
+        assert privacy.hides(derived), derived  # what editors and tools make of a private file
+    assert privacy.hides("sessions/2026-11-20.jsonl") is False  # only the default list has it
+    assert Privacy(["sessions"], "shared").hides("sessions/a.jsonl")
+    deep = Privacy(["notes/*.secret.md", "**/diary"], "shared")
+    assert deep.hides("notes/a.secret.md") and not deep.hides("other/notes/a.secret.md")
+    assert deep.hides("diary/x.md") and deep.hides("a/b/diary/x.md")
+    assert Privacy([], "shared").hides("MEMORY.md")  # the long-term file is private whatever the list says
     assert not Privacy(["MEMORY.md"], "main").hides("MEMORY.md")
     write(tmp_path / "MEMORY.md", "x")
     (tmp_path / "alias.md").symlink_to("MEMORY.md")
-    assert privacy.hides_file(tmp_path, "alias.md") and not privacy.hides("alias.md")
+    (tmp_path / "absolute.md").symlink_to(tmp_path / "MEMORY.md")
+    os.link(tmp_path / "MEMORY.md", tmp_path / "hard.md")
+    write(tmp_path / "plain.md", "y")
+    for name in ("alias.md", "absolute.md", "hard.md"):
+        assert privacy.hides_entry(tmp_path, name, os.lstat(tmp_path / name)) and not privacy.hides(name), name
+        with pytest.raises(FileNotFoundError):
+            read_visible(tmp_path, name, privacy)  # what is opened is judged, not the name
+        assert read_visible(tmp_path, name, Privacy([], "main")) == b"x"
+    assert not privacy.hides_entry(tmp_path, "plain.md", os.lstat(tmp_path / "plain.md"))
+    assert read_visible(tmp_path, "plain.md", privacy) == b"y"
 
 
 def test_unknown_modes_are_shared(tmp_path: Path) -> None:
@@ -115,3 +133,44 @@ def test_a_symlink_to_private_text_is_not_indexed(secret_ws) -> None:
     results = json.loads(memfs_cli("search", "--json", "-n", "20", "--min-score", "0", SECRET, "-w", str(ws),
                                    env=env).stdout)["results"]
     assert {r["path"] for r in results if SECRET in r["snippet"]} == {"MEMORY.md"}
+
+
+def _scores(ws: Path, make_memory, memory_text: str, query: str) -> list[tuple[str, float]]:
+    write(ws / "MEMORY.md", memory_text)
+    memory = make_memory(ws, embedding__provider="none")
+    memory.index()
+    return [(r.path, r.score) for r in memory.search(query, mode="shared", min_score=0).results]
+
+
+def test_shared_scores_do_not_depend_on_private_text(tmp_path: Path, make_memory) -> None:
+    """BM25 statistics of a shared search come from public chunks only: a planted probe cannot
+    tell whether a word occurs in MEMORY.md by how its own score moves."""
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "a.md", "- alarm test on Monday, picnic on Sunday\n" + "- filler line\n" * 30)
+    write(ws / "memory" / "b.md", "- picnic basket and blanket\n")
+    without = _scores(ws, make_memory, "- nothing to see\n", "alarm picnic")
+    with_word = _scores(ws, make_memory, "- alarm alarm alarm: the code is 5519\n" * 5, "alarm picnic")
+    assert without == with_word and {p for p, _ in without} == {"memory/a.md", "memory/b.md"}
+
+
+def test_results_follow_the_current_private_paths(tmp_path: Path, make_memory) -> None:
+    """A path made private after it was indexed (the index still has it public) stays hidden."""
+    ws = tmp_path / "ws"
+    write(ws / "notes" / "plan.md", "- NEWLY-PRIVATE plan: surprise party\n")
+    write(ws / "memory" / "2026-11-20.md", "- public plan: team lunch\n")
+    make_memory(ws, embedding__provider="none", index__extra_paths="notes/*.md").index()
+    later = make_memory(ws, embedding__provider="none", index__extra_paths="notes/*.md",
+                        privacy__private_paths="notes")
+    assert not [r for r in later.search("surprise party plan", mode="shared", min_score=0).results
+                if r.path.startswith("notes/")]
+    assert later.search("surprise party plan", min_score=0).results[0].path == "notes/plan.md"
+
+
+def test_many_private_chunks_do_not_break_a_shared_search(tmp_path: Path, make_memory) -> None:
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "2026-11-20.md", "- the boat is called Wren\n")
+    memory = make_memory(ws)
+    memory.index()
+    vector = memory.provider.embed(["boat name"])[0]
+    assert memory.store.vector_candidates(vector, 5000, include_private=False)  # k above sqlite-vec's 4096
+    assert memory.search("boat name", mode="shared").results[0].path == "memory/2026-11-20.md"

@@ -3,6 +3,7 @@ indexes of earlier versions, and an index that finds itself opened for another w
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -153,3 +154,20 @@ def test_state_folders_are_private_to_their_user(tmp_path: Path) -> None:
     paths = locate(cfg_for(ws, state))
     for folder in (state, state / "workspaces", paths.folder):
         assert stat.S_IMODE(folder.stat().st_mode) == 0o700, folder
+
+
+def test_a_new_folder_that_got_a_deleted_ones_inode_is_not_taken_for_a_move(tmp_path: Path) -> None:
+    """File systems reuse a deleted folder's inode at once; only a folder with the same names
+    at its top is the old workspace moved."""
+    ws, _ = two_workspaces(tmp_path)
+    state = tmp_path / "state"
+    old = locate(cfg_for(ws, state))
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    (fresh / "unrelated.txt").write_text("x")
+    st = os.stat(fresh)
+    record = json.loads((old.folder / "workspace.json").read_text())
+    record.update({"dev": st.st_dev, "ino": st.st_ino, "path": str(tmp_path / "gone")})  # as if reused
+    (old.folder / "workspace.json").write_text(json.dumps(record))
+    found = locate(cfg_for(fresh, state))
+    assert found.folder != old.folder and old.folder.exists()

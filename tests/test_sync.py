@@ -65,6 +65,9 @@ def test_implausible_timestamps_are_rejected_naming_the_mistake(stamp: int, hint
     parse(json.dumps(message(0, ts=now_ms + DAY // 2)).encode(), now_ms=now_ms)  # a fast clock is fine
     with pytest.raises(SyncError, match="ahead"):
         parse(json.dumps(message(0, ts=now_ms + 2 * DAY)).encode(), now_ms=now_ms)
+    for huge in ("9" * 400, "1e400", "-1e400", "NaN"):  # no OverflowError, no traceback
+        with pytest.raises(SyncError, match="milliseconds"):
+            parse(json.dumps(message(0)).replace(str(T0), huge).encode())
 
 
 def test_cli_rejects_a_timestamp_in_seconds(tmp_path: Path) -> None:
@@ -292,3 +295,34 @@ def test_a_garbage_line_edited_beside_the_mount_is_logged(smount) -> None:
     while time.monotonic() < deadline and "line 3 is not valid JSON" not in logfile.read_text():
         time.sleep(0.1)
     assert "clawgpt-memory/2024-02-05.jsonl: line 3 is not valid JSON and is not indexed" in logfile.read_text()
+
+
+@pytest.mark.fuse
+def test_a_bad_line_split_across_writes_takes_only_itself(smount) -> None:
+    """A line that straddles a buffer boundary and turns out bad: the lines before it are stored."""
+    mnt, ws = smount.mnt, smount.workspace
+    good = json.dumps(message(1)) + "\n"
+    bad = json.dumps(message(2, ts=1707123456)) + "\n"
+    fd = os.open(mnt / "clawgpt-memory" / "2024-02-05.jsonl", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, (good + bad[:30]).encode())
+        with pytest.raises(OSError) as raised:
+            os.write(fd, bad[30:].encode())
+        assert raised.value.errno == errno.EINVAL
+    finally:
+        os.close(fd)  # no error left for close(): the bad line is gone whole
+    assert [r["id"] for r in lines_of(ws)] == ["chat1-1"]
+
+
+@pytest.mark.fuse
+def test_a_complete_envelope_or_last_line_is_judged_at_write(smount) -> None:
+    mnt, ws = smount.mnt, smount.workspace
+    seconds = envelope([message(3, ts=1707123456)]).decode()
+    shell = subprocess.run(["bash", "-c", f"printf '%s\\n' '{seconds}' > '{mnt}/clawgpt-memory/inbox.txt'; echo status=$?"],
+                           capture_output=True, text=True)
+    assert "status=1" in shell.stdout and "Invalid argument" in shell.stderr
+    line = json.dumps(message(4, ts=1707123456))  # no newline: complete JSON all the same
+    shell = subprocess.run(["bash", "-c", f"printf '%s' '{line}' >> '{mnt}/clawgpt-memory/x.jsonl'; echo status=$?"],
+                           capture_output=True, text=True)
+    assert "status=1" in shell.stdout and "Invalid argument" in shell.stderr
+    assert lines_of(ws) == []

@@ -8,16 +8,13 @@ file's chunks change in one transaction, vectors are added later), so stopping l
 from __future__ import annotations
 
 import errno
-import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pyfuse3
@@ -29,62 +26,14 @@ from memfs.fs.operations import MemfsOperations
 from memfs.fs.virtual import VirtualTree, top_names
 from memfs.fs.writes import MemoryWrites
 from memfs.memory import Memory
+from memfs.mounttable import (FSNAME, MountInfo, is_mounted, is_stale, log_file, mount_device, pid_file,
+                              read_record)
 from memfs.state import make_private_dir
 from memfs.watch import watch_workspace
 
 log = logging.getLogger(__name__)
-FSNAME = "memfs"
-
-
 class MountError(RuntimeError):
     """Why a mount cannot be made (or removed); the message says how to fix it."""
-
-
-@dataclass(frozen=True)
-class MountInfo:
-    pid: int
-    mountpoint: str
-    workspace: str
-    agent: str
-    started: float
-    mode: str = "main"
-
-
-def mounts_dir(state_dir: Path) -> Path:
-    return state_dir / "mounts"
-
-
-def _key(mountpoint: Path) -> str:
-    return hashlib.sha256(str(mountpoint).encode()).hexdigest()[:16]
-
-
-def pid_file(state_dir: Path, mountpoint: Path) -> Path:
-    return mounts_dir(state_dir) / f"{_key(mountpoint)}.json"
-
-
-def log_file(state_dir: Path, mountpoint: Path) -> Path:
-    return mounts_dir(state_dir) / f"{_key(mountpoint)}.log"
-
-
-def _unescape(field: str) -> str:
-    """/proc mount tables write space, tab, newline and backslash as octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def mount_device(mountpoint: Path) -> str | None:
-    """The "major:minor" of the filesystem mounted at ``mountpoint``, read without touching it
-    (a stat of our own mountpoint before the loop runs would wait for ourselves)."""
-    target = str(mountpoint)
-    device = None
-    try:
-        with open("/proc/self/mountinfo") as mountinfo:
-            for line in mountinfo:
-                fields = line.split()
-                if len(fields) > 4 and _unescape(fields[4]) == target:
-                    device = fields[2]  # the last one listed is the one on top
-    except OSError:
-        return None
-    return device
 
 
 def set_read_ahead(mountpoint: Path, kb: int) -> None:
@@ -101,28 +50,6 @@ def set_read_ahead(mountpoint: Path, kb: int) -> None:
         log.info("read-ahead stays at the kernel default (%s: %s)", setting, exc.strerror)
     else:
         log.info("read-ahead %d KiB", kb)
-
-
-def is_mounted(mountpoint: Path) -> bool:
-    target = str(mountpoint)
-    try:
-        with open("/proc/self/mounts") as mounts:
-            for line in mounts:
-                fields = line.split()
-                if len(fields) > 1 and _unescape(fields[1]) == target:
-                    return True
-    except OSError:
-        pass
-    return False
-
-
-def is_stale(mountpoint: Path) -> bool:
-    """A FUSE mount whose daemon died: the kernel answers ENOTCONN."""
-    try:
-        os.stat(mountpoint)
-    except OSError as exc:
-        return exc.errno == errno.ENOTCONN
-    return False
 
 
 def check_fuse() -> None:
@@ -166,11 +93,13 @@ def preflight(cfg: Config, mountpoint: Path, force: bool) -> None:
         raise MountError(f"mountpoint {mountpoint} does not exist (mkdir it first)")
     if not mountpoint.is_dir():
         raise MountError(f"mountpoint {mountpoint} is not a directory")
+    workspace = cfg.workspace.resolve()
+    real = mountpoint.resolve()
+    if real == workspace or workspace in real.parents:
+        raise MountError(f"mountpoint {mountpoint} is the workspace or inside it ({workspace}): that would loop; "
+                         "mount it on an empty folder elsewhere")
     if any(mountpoint.iterdir()):
         raise MountError(f"mountpoint {mountpoint} is not empty")
-    workspace = cfg.workspace.resolve()
-    if mountpoint == workspace or workspace in mountpoint.parents:
-        raise MountError(f"mountpoint {mountpoint} is inside the workspace {workspace}: that would loop")
     check_fuse()
 
 
@@ -304,12 +233,7 @@ def start_background(cfg: Config, mountpoint: Path, argv: list[str], timeout: fl
 def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
     """Unmount cleanly: the daemon finishes what it is doing and exits.  Also clears stale mounts."""
     record = pid_file(state_dir, mountpoint)
-    info = None
-    if record.exists():
-        try:
-            info = MountInfo(**json.loads(record.read_text()))
-        except (ValueError, TypeError):
-            info = None
+    info = read_record(state_dir, mountpoint)
     stale = is_stale(mountpoint)
     if not stale and not is_mounted(mountpoint):
         record.unlink(missing_ok=True)

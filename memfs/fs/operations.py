@@ -20,6 +20,7 @@ from pyfuse3 import FUSEError
 from memfs.fs.inodes import ROOT
 from memfs.fs.passthrough import DirHandle, Passthrough
 from memfs.fs.virtual import VirtualError, VirtualTree, VNode
+from memfs.fs.visibility import MountView
 from memfs.memory import SyncError
 from memfs.workspace import SYNC_DIR, daily_date
 
@@ -37,7 +38,8 @@ class MemfsOperations(Passthrough):
     def __init__(self, *args: Any, virtual: VirtualTree, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.virtual = virtual
-        self.privacy = virtual.memory.privacy(virtual.mode)
+        self.view = MountView(self.root, virtual.memory.privacy(virtual.mode), virtual.top_names)
+        self.hidden = self.view.hidden  # type: ignore[method-assign]
         self.vhandles: dict[int, bytes] = {}
         st = os.stat(self.root)
         self.owner = (st.st_uid, st.st_gid)
@@ -72,40 +74,6 @@ class MemfsOperations(Passthrough):
         if node.is_dir:
             return b""
         return await trio.to_thread.run_sync(self.virtual.refresh, node)
-
-    def hidden(self, rel: str) -> bool:
-        # Real entries that the virtual folders answer for, and (shared mode) private paths.
-        return rel in self.virtual.top_names or self.privacy.hides(rel)
-
-    def _refuse_private(self, *rels: str) -> None:
-        """EACCES for a change that would create, replace or move a private path on a shared
-        mount; a directory moved counts for everything below it."""
-        if not self.privacy.shared:
-            return
-        for rel in rels:
-            private = self.privacy.hides(rel)
-            if not private and os.path.isdir(self.full(rel)) and not os.path.islink(self.full(rel)):
-                private = any(self.privacy.hides(below) for below in self._tree(rel))
-            if private:
-                log.warning("refused on a shared mount: %s is a private path (privacy.private_paths)", rel)
-                raise FUSEError(errno.EACCES)
-
-    def _refuse_private_move(self, old: str, new: str) -> None:
-        """A rename on a shared mount: neither end, nor anything below a moved directory at
-        either place, may be private."""
-        self._refuse_private(old, new)
-        if self.privacy.shared and os.path.isdir(self.full(old)) and not os.path.islink(self.full(old)):
-            for below in self._tree(old):
-                if self.privacy.hides(new + below[len(old):]):
-                    log.warning("refused on a shared mount: moving %s would make %s private", old, below)
-                    raise FUSEError(errno.EACCES)
-
-    def _tree(self, rel: str) -> list[str]:
-        found = []
-        for dirpath, dirnames, filenames in os.walk(self.full(rel)):
-            base = os.fsdecode(dirpath)[len(str(self.root)) + 1:]
-            found += [f"{base}/{name}" for name in dirnames + filenames]
-        return found
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -157,6 +125,8 @@ class MemfsOperations(Passthrough):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         if not self.virtual.owns(inode):
             rel = self.inodes.path(inode)
+            if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+                self.view.refuse_change(rel)
             if is_sync_file(rel) and flags & os.O_ACCMODE != os.O_RDONLY:
                 return await self._open_sync(inode, rel, flags)
             return await super().open(inode, flags, ctx)
@@ -192,42 +162,42 @@ class MemfsOperations(Passthrough):
         if start < 0:
             log.warning("refused: overwriting synced messages in %s at offset %d", handle.path, off)
             raise FUSEError(errno.EPERM)
-        size = len(staged)
-        overwritten = bytes(staged[start:start + len(buf)]) if start < size else b""
-        if start >= size:
+        if start >= len(staged):
             # Sync files are append-only: a gap only means the kernel's idea of the size was
             # stale (we append canonical lines ourselves), so the bytes simply follow.
             staged.extend(buf)
         else:
             staged[start : start + len(buf)] = buf
-            handle.checked = min(handle.checked, staged.rfind(b"\n", 0, start) + 1)
+            if start < handle.checked:  # rewriting checked lines: check them again
+                handle.checked = staged.rfind(b"\n", 0, start) + 1
+                handle.checked_lines = staged.count(b"\n", 0, handle.checked)
         try:
-            self._check_lines(handle)
+            self._check_staged(handle)
         except SyncError as exc:
-            # This write() fails with EINVAL and leaves nothing behind; what came before stays.
+            # This write() fails with EINVAL, and the line it belongs to goes with it (its
+            # head, from earlier writes, could only fail the close() later); the lines checked
+            # before it stay and are stored at close.
             log.warning("refused sync write to %s: %s", handle.path, exc)
-            if start >= size:
-                del staged[size:]
-            else:
-                staged[start : start + len(buf)] = overwritten
-                del staged[size:]
+            del staged[handle.checked :]
             raise FUSEError(errno.EINVAL) from None
         return len(buf)
 
-    def _check_lines(self, handle: Any) -> None:
-        """Validate the complete JSONL lines staged since the last check, so a bad line fails
-        the write() that completes it (``echo >>`` then reports it).  An envelope spans lines
-        and a partial line is not judged yet: both are checked at flush."""
+    def _check_staged(self, handle: Any) -> None:
+        """Validate what this write completed, so a bad message fails the write() that holds it
+        (``echo >>`` and ``printf >`` then report it): every complete JSONL line, a last line
+        without its newline once it is complete JSON, and a whole envelope once it is."""
         staged = handle.staged
         memory = self.writes.memory
         if memory.sync_is_envelope(bytes(staged[:256])):
+            memory.check_sync_unfinished(bytes(staged), handle.path)
             return
         end = staged.rfind(b"\n") + 1
-        if end <= handle.checked:
-            return
-        first_line = staged.count(b"\n", 0, handle.checked) + 1
-        memory.check_sync(bytes(staged[handle.checked:end]), handle.path, first_line)
-        handle.checked = end
+        if end > handle.checked:
+            memory.check_sync(bytes(staged[handle.checked : end]), handle.path, handle.checked_lines + 1)
+            handle.checked_lines += staged.count(b"\n", handle.checked, end)
+            handle.checked = end
+        if end < len(staged):
+            memory.check_sync_unfinished(bytes(staged[end:]), handle.path, handle.checked_lines + 1)
 
     async def _ingest(self, handle: Any) -> None:
         if not handle.staged:
@@ -235,7 +205,7 @@ class MemfsOperations(Passthrough):
         data = bytes(handle.staged)
         handle.staged_base += len(data)
         handle.staged.clear()
-        handle.checked = 0
+        handle.checked = handle.checked_lines = 0
         memory = self.writes.memory
         try:
             result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path)
@@ -286,9 +256,10 @@ class MemfsOperations(Passthrough):
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         self._refuse(parent_inode, names=(name,))
-        self._refuse_private(self.child(parent_inode, name))
+        self.view.refuse_create(self.child(parent_inode, name))
         info, entry = await super().create(parent_inode, name, mode, flags, ctx)
         handle = self.handles[info.fh]
+        self.view.created(handle.path)
         if is_sync_file(handle.path):
             handle.staged, handle.staged_base = bytearray(), 0
             handle.created = True
@@ -350,10 +321,16 @@ class MemfsOperations(Passthrough):
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(inode)
+        if self.inodes.has_paths(inode):
+            self.view.refuse_change(self.inodes.path(inode))
         if fields.update_size and self.inodes.has_paths(inode) and is_sync_file(self.inodes.path(inode)):
             handle = self.handles.get(fh) if fh is not None else None
             if handle is not None and handle.staged is not None and attr.st_size >= handle.staged_base:
-                del handle.staged[attr.st_size - handle.staged_base :]
+                keep = attr.st_size - handle.staged_base
+                del handle.staged[keep:]
+                if keep < handle.checked:  # lines cut off must be checked again when rewritten
+                    handle.checked = handle.staged.rfind(b"\n", 0, keep) + 1
+                    handle.checked_lines = handle.staged.count(b"\n", 0, handle.checked)
                 return self.attrs(inode, os.lstat(self.full(handle.path)))
             if attr.st_size < os.lstat(self.full(self.inodes.path(inode))).st_size:
                 log.warning("refused: truncating %s would lose synced messages", self.inodes.path(inode))
@@ -362,30 +339,35 @@ class MemfsOperations(Passthrough):
 
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
-        self._refuse_private(self.child(parent_inode, name))
+        self.view.refuse_create(self.child(parent_inode, name))
         return await super().mkdir(parent_inode, name, mode, ctx)
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
-        self._refuse_private(self.child(parent_inode, name))
-        return await super().mknod(parent_inode, name, mode, rdev, ctx)
+        self.view.refuse_create(self.child(parent_inode, name))
+        entry = await super().mknod(parent_inode, name, mode, rdev, ctx)
+        self.view.created(self.child(parent_inode, name))
+        return entry
 
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
-        self._refuse_private(self.child(parent_inode, name))
+        self.view.refuse_symlink(self.child(parent_inode, name), target)
         return await super().symlink(parent_inode, name, target, ctx)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(inode, new_parent_inode, names=(b"", new_name))
-        self._refuse_private(self.child(new_parent_inode, new_name))
+        self.view.refuse_create(self.child(new_parent_inode, new_name))
         return await super().link(inode, new_parent_inode, new_name, ctx)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode, names=(name,))
+        rel = self.child(parent_inode, name)
+        self.view.refuse_change(rel)
         await super().unlink(parent_inode, name, ctx)
+        self.view.gone(rel)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode, names=(name,))
@@ -394,8 +376,8 @@ class MemfsOperations(Passthrough):
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode_old, parent_inode_new, names=(name_old, name_new))
-        target = self.child(parent_inode_new, name_new)
-        self._refuse_private_move(self.child(parent_inode_old, name_old), target)
+        source, target = self.child(parent_inode_old, name_old), self.child(parent_inode_new, name_new)
+        self.view.refuse_move(source, target, exchange=bool(flags & pyfuse3.RENAME_EXCHANGE))
         if is_sync_file(target):
             try:
                 if os.lstat(self.full(target)).st_size:
@@ -404,9 +386,12 @@ class MemfsOperations(Passthrough):
             except FileNotFoundError:
                 pass
         await super().rename(parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx)
+        self.view.moved(source, target)
 
     async def setxattr(self, inode: int, name: bytes, value: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(inode)
+        if self.inodes.has_paths(inode):
+            self.view.refuse_change(self.inodes.path(inode))
         await super().setxattr(inode, name, value, ctx)
 
     async def removexattr(self, inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:

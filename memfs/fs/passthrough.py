@@ -82,6 +82,7 @@ class Handle:
     staged: bytearray | None = None  # sync files: bytes written, held until flush (see operations)
     staged_base: int = 0  # file size at open: staged[0] belongs at this offset
     checked: int = 0  # staged[:checked] is complete lines already validated
+    checked_lines: int = 0  # how many lines staged[:checked] holds
     created: bool = False  # made by this open (create)
 
 
@@ -152,8 +153,8 @@ class Passthrough(pyfuse3.Operations):
         entry.st_ctime_ns = st.st_ctime_ns
         return entry
 
-    def entry_for(self, rel: str) -> pyfuse3.EntryAttributes:
-        st = os.lstat(self.full(rel))
+    def entry_for(self, rel: str, st: os.stat_result | None = None) -> pyfuse3.EntryAttributes:
+        st = st or os.lstat(self.full(rel))
         inode = self.inodes.remember(rel, (st.st_dev, st.st_ino))
         return self.attrs(inode, st)
 
@@ -182,12 +183,13 @@ class Passthrough(pyfuse3.Operations):
             up = parent_path.rpartition("/")[0]
             return self.entry_for(up) if parent_path else await self.getattr(ROOT, ctx)
         rel = self.child(parent_inode, name)
-        if self.hidden(rel):
+        st = os.lstat(self.full(rel))
+        if self.hidden(rel, st):
             raise FUSEError(errno.ENOENT)
-        return self.entry_for(rel)
+        return self.entry_for(rel, st)
 
-    def hidden(self, rel: str) -> bool:
-        """Whether a name that exists in the workspace must not exist on this mount."""
+    def hidden(self, rel: str, st: os.stat_result | None = None) -> bool:
+        """Whether an entry that exists in the workspace must not exist on this mount."""
         return False
 
     async def forget(self, inode_list: Any) -> None:
@@ -253,12 +255,12 @@ class Passthrough(pyfuse3.Operations):
         with os.scandir(self.full(rel)) as it:
             for entry in it:
                 name = os.fsdecode(entry.name)
-                if self.hidden(prefix + name):
-                    continue
                 try:
-                    entries.append((name, entry.stat(follow_symlinks=False)))
+                    st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue
+                if not self.hidden(prefix + name, st):
+                    entries.append((name, st))
         entries.sort(key=lambda e: e[0])
         fh = self._new_fh()
         self.dirs[fh] = DirHandle(inode, entries, dots=self.dot_entries(inode, rel))

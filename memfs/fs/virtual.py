@@ -15,8 +15,8 @@ result change under it.  Search results are cached per index generation.
 from __future__ import annotations
 
 import errno
+import logging
 import os
-import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +26,7 @@ from memfs.memory import BUNDLE_MODES, Memory
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 
+log = logging.getLogger(__name__)
 FIRST_INODE = 1 << 48  # far above anything the passthrough allocates
 SEARCH, CONTEXT, META = "search", "context", ".memfs"
 ROOT_NAMES = (SEARCH, CONTEXT, META)
@@ -33,7 +34,6 @@ STATUS = "status"
 RECENT_QUERIES = 50
 NAME_MAX = 255
 MAX_QUERY_NODES = 2000
-_OPTION = re.compile(r"^(n|min)=([0-9.]+)$")
 
 
 class VirtualError(Exception):
@@ -60,21 +60,34 @@ class SearchOptions:
     min_score: float | None = None
 
 
-def parse_options(name: str) -> SearchOptions | None:
-    """``n=10,min=0.2`` -> options; None if the name is not an options folder."""
+class BadOption(ValueError):
+    """A search option folder that cannot be used; the message says why."""
+
+
+def parse_options(name: str) -> SearchOptions:
+    """``n=10,min=0.2`` -> options; BadOption (naming the option) for anything else."""
     values: dict[str, str] = {}
     for part in name.split(","):
-        match = _OPTION.match(part)
-        if not match or match.group(1) in values:
-            return None
-        values[match.group(1)] = match.group(2)
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise BadOption(f"{part!r} is not an option: write n=N or min=S, separated by commas")
+        if key not in ("n", "min"):
+            raise BadOption(f"unknown option {key!r}: use n (max results, 1-100) or min (minimum score, 0-1)")
+        if key in values:
+            raise BadOption(f"option {key!r} is given twice")
+        values[key] = value
     try:
         n = int(values["n"]) if "n" in values else None
+    except ValueError:
+        raise BadOption(f"n={values['n']!r}: n is a whole number of results, 1-100") from None
+    try:
         minimum = float(values["min"]) if "min" in values else None
     except ValueError:
-        return None
-    if (n is not None and not 1 <= n <= 100) or (minimum is not None and not 0 <= minimum <= 1):
-        return None
+        raise BadOption(f"min={values['min']!r}: min is a score from 0 to 1") from None
+    if n is not None and not 1 <= n <= 100:
+        raise BadOption(f"n={n}: n must be from 1 to 100")
+    if minimum is not None and not (0 <= minimum <= 1):
+        raise BadOption(f"min={values['min']}: min must be from 0 to 1")
     return SearchOptions(n, minimum)
 
 
@@ -166,14 +179,22 @@ class VirtualTree:
                 return child
         in_search_root = parent == self.roots[SEARCH]
         in_options = node.parent == self.roots[SEARCH]
-        if in_search_root and (options := parse_options(name)) is not None:
+        if in_search_root and split_query(name) is None and "=" in name:
+            try:
+                parse_options(name)
+            except BadOption as exc:
+                log.warning("search/%s: %s", name, exc)
+                raise VirtualError(errno.EINVAL) from None
             return self._add(name, parent, True)
         if in_search_root or in_options:
             parsed = split_query(name)
             if parsed is None:
-                raise VirtualError(errno.ENOENT)
+                if any(name.endswith(ext) and not name[: -len(ext)].strip() for ext in (".md", ".json")):
+                    raise VirtualError(errno.ENOENT)  # an empty query
+                where = f"{node.name}/{name}" if in_options else name
+                log.warning("search/%s: a query is a file ending in .md or .json (search/<query>.md)", where)
+                raise VirtualError(errno.EINVAL)
             options = parse_options(node.name) if in_options else SearchOptions()
-            assert options is not None
             self._trim()
             child = self._add(name, parent, False, self._search_renderer(parsed[0], parsed[1], options))
             return child

@@ -48,7 +48,7 @@ class MemoryWrites:
         if not self.track_own:
             return
         try:
-            st = os.stat(self.prefix + rel)
+            st = os.lstat(self.prefix + rel)  # as the watcher looks: a symlink is not its target
         except OSError:
             self._remember(rel, GONE)
             return

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from memfs.index.embeddings import Provider
 from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import segment_cjk
-from memfs.privacy import Privacy
+from memfs.privacy import Privacy, opened_relative
 from memfs.workspace import FileKind, classify, iter_memory_files
 
 log = logging.getLogger(__name__)
@@ -69,27 +70,45 @@ class Indexer:
     def embeds(self) -> bool:
         return self.provider is not None and self.provider.dims > 0
 
-    def _read(self, rel: str, full: Path) -> tuple[str | None, FileRecord]:
-        """The file's text, or None with the reason recorded in the returned record."""
+    def _read(self, rel: str) -> tuple[str | None, FileRecord]:
+        """The file's text, or None with the reason recorded in the returned record.  The file is
+        opened once and judged by what was opened (where it really is, what inode it has), so a
+        symlink swapped in meanwhile cannot slip another file's text in under this name."""
         kind = classify(rel, self.cfg.index.extra_paths).value
-        st = full.stat()
-        limit = int(self.cfg.index.max_file_mb * 1024 * 1024)
-        if st.st_size > limit:
-            reason = (
-                f"skipped: {st.st_size / 1048576:.1f} MB is larger than index.max_file_mb "
-                f"({self.cfg.index.max_file_mb:g} MB)"
-            )
-            return None, FileRecord(rel, kind, f"size:{st.st_size}:{st.st_mtime_ns}", st.st_mtime, st.st_size, 0, reason)
-        data = full.read_bytes()
+        private = self.privacy.is_private(rel)
+        fd = os.open(self.cfg.workspace / rel, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+
+            def refused(reason: str, digest: str = "") -> tuple[None, FileRecord]:
+                marker = digest or f"skip:{reason}:{st.st_mtime_ns}:{st.st_size}"
+                return None, FileRecord(rel, kind, marker, st.st_mtime, st.st_size, 0, reason, private)
+
+            if not stat.S_ISREG(st.st_mode):
+                return refused("skipped: not a regular file")
+            refusal = self._link_refusal(rel, opened_relative(self.cfg.workspace, fd), st)
+            if refusal:
+                return refused(refusal)
+            limit = int(self.cfg.index.max_file_mb * 1024 * 1024)
+            if st.st_size > limit:
+                return refused(f"skipped: {st.st_size / 1048576:.1f} MB is larger than index.max_file_mb "
+                               f"({self.cfg.index.max_file_mb:g} MB)")
+            blocks = []
+            while block := os.read(fd, 1 << 20):
+                blocks.append(block)
+        finally:
+            os.close(fd)
+        data = b"".join(blocks)
         digest = hashlib.sha256(data).hexdigest()
-        record = FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, "")
+        record = FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, "", private)
         if b"\x00" in data:
-            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, "skipped: binary file (contains NUL bytes)")
+            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0,
+                                    "skipped: binary file (contains NUL bytes)", private)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             reason = f"skipped: not valid UTF-8 (byte {exc.start}: {exc.reason})"
-            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, reason)
+            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, reason, private)
         return text.lstrip("\ufeff"), record
 
     def chunk_text(self, rel: str, text: str) -> list[chunking.Chunk]:
@@ -106,21 +125,21 @@ class Indexer:
             return chunking.chunk_messages(messages, limit, min(overlap, limit // 4))
         return chunking.chunk_markdown(text, size, overlap)
 
-    def _link_refusal(self, rel: str, full: Path) -> str:
-        """Why a memory path that is a symlink is not indexed ('' if it is): its text would show
-        up under a second name, reach outside the workspace, or carry a private file's text
-        under a name that is not private."""
-        real = Path(os.path.realpath(full))
-        if real == full:
-            return ""
-        try:
-            target = real.relative_to(Path(os.path.realpath(self.cfg.workspace))).as_posix()
-        except ValueError:
+    def _link_refusal(self, rel: str, real: str | None, st: os.stat_result) -> str:
+        """Why an opened memory file is not indexed under ``rel`` ('' if it is): reached through
+        a symlink, its text would show up under a second name, come from outside the workspace,
+        or carry a private file's text under a name that is not private; a hard link to a
+        private file would do the same."""
+        if real is None:
             return "skipped: a symlink to a file outside the workspace"
-        if classify(target, self.cfg.index.extra_paths) is not FileKind.OTHER:
-            return f"skipped: a symlink to {target}, which is indexed under its own name"
-        if self.privacy.is_private(target):
-            return f"skipped: a symlink to {target}, which is private"
+        if real != rel:
+            if classify(real, self.cfg.index.extra_paths) is not FileKind.OTHER:
+                return f"skipped: a symlink to {real}, which is indexed under its own name"
+            if self.privacy.is_private(real) and not self.privacy.is_private(rel):
+                return f"skipped: a symlink to {real}, which is private"
+        elif (st.st_nlink > 1 and not self.privacy.is_private(rel)
+              and (st.st_dev, st.st_ino) in self.privacy.private_inodes(self.cfg.workspace)):
+            return "skipped: a hard link to a private file"
         return ""
 
     def index_file(self, rel: str, force: bool = False) -> Outcome:
@@ -131,15 +150,18 @@ class Indexer:
             if not full.is_file():
                 removed = self.store.remove_file(rel)
                 return Outcome(rel, "removed" if removed else "missing")
-            refusal = self._link_refusal(rel, full)
-            if refusal:
-                return self._skip(rel, refusal)
-            text, record = self._read(rel, full)
+            text, record = self._read(rel)
+        except FileNotFoundError:
+            removed = self.store.remove_file(rel)
+            return Outcome(rel, "removed" if removed else "missing")
         except OSError as exc:
             log.warning("cannot read %s: %s", rel, exc)
             return Outcome(rel, "skipped", reason=f"cannot read: {exc.strerror or exc}")
         previous = self.store.file(rel)
-        if not force and previous is not None and previous.hash == record.hash and previous.error == record.error:
+        if (not force and previous is not None and previous.hash == record.hash and previous.error == record.error
+                and previous.private == record.private):
+            if previous.error:
+                return Outcome(rel, "skipped", reason=previous.error)  # still, for the same reason
             return Outcome(rel, "unchanged", chunks=previous.chunks)
         if text is None:
             log.warning("%s: %s", rel, record.error)
@@ -155,16 +177,6 @@ class Indexer:
         pending = self.store.replace_file(record, chunks, hashes, bodies, cached)
         return Outcome(rel, "indexed", chunks=len(chunks), pending=pending)
 
-    def _skip(self, rel: str, reason: str) -> Outcome:
-        st = os.lstat(self.cfg.workspace / rel)
-        kind = classify(rel, self.cfg.index.extra_paths).value
-        record = FileRecord(rel, kind, f"skip:{reason}:{st.st_mtime_ns}", st.st_mtime, st.st_size, 0, reason)
-        previous = self.store.file(rel)
-        if previous is None or previous.hash != record.hash:
-            log.warning("%s: %s", rel, reason)
-            self.store.replace_file(record, [], [], [], {})
-        return Outcome(rel, "skipped", reason=reason)
-
     def remove(self, rel: str) -> bool:
         return self.store.remove_file(rel)
 
@@ -176,7 +188,7 @@ class Indexer:
             self.store.remove_file(old)
             return Outcome(new, "removed")
         if old_kind is not FileKind.OTHER and old_kind.is_jsonl == new_kind.is_jsonl:
-            if self.store.rename_file(old, new, new_kind.value):
+            if self.store.rename_file(old, new, new_kind.value, self.privacy.is_private(new)):
                 return self.index_file(new)  # no-op by hash unless the content changed too
         self.store.remove_file(old)
         return self.index_file(new)

@@ -97,10 +97,10 @@ def snippet(text: str, limit: int) -> str:
     return text[: max(0, limit - 1)].rstrip() + "…"
 
 
-def informative_terms(store: Store, terms: list[str]) -> list[str]:
+def informative_terms(store: Store, terms: list[str], include_private: bool = True) -> list[str]:
     if len(terms) < 2:
         return terms
-    frequencies, total = store.doc_frequencies(terms)
+    frequencies, total = store.doc_frequencies(terms, include_private)
     if total < COMMON_TERM_MIN_CHUNKS:
         return terms
     rare = [t for t in terms if frequencies[t] <= COMMON_TERM_SHARE * total]
@@ -111,28 +111,29 @@ QueryVector = np.ndarray | None | Callable[[], np.ndarray | None]
 
 
 def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: SearchParams,
-                  exclude: frozenset[str] = frozenset()) -> list[SearchResult]:
+                  hides: Callable[[str], bool] | None = None) -> list[SearchResult]:
     """``query_vector`` may be a callable (a pending embedding): it is called only after the
     keyword side has run, so a caller can embed the query while SQLite searches the text.
 
-    Chunks of the paths in ``exclude`` (what a shared mode may not see) are dropped from each
-    side's candidates before anything is scored, so they cannot even shift the others' scores;
-    each side asks for as many more candidates as the excluded files hold, so the pool of
-    visible candidates is as large as without exclusions."""
+    ``hides`` (a shared mode's test for private paths) makes the search read the public part of
+    the index only: private chunks are neither candidates nor part of the keyword statistics, so
+    they cannot shift the scores of what is shown.  Each result is checked against ``hides``
+    once more, for paths private now that were indexed when they were not."""
+    include_private = hides is None
     pool = params.max_results * params.candidate_multiplier
-    extra = store.chunk_count(exclude) if exclude else 0
-    match = match_expression(informative_terms(store, search_terms(query)))
-    keyword = store.keyword_candidates(match, pool + extra) if match else []
+    match = match_expression(informative_terms(store, search_terms(query), include_private))
+    keyword = store.keyword_candidates(match, pool, include_private) if match else []
     if callable(query_vector):
         query_vector = query_vector()
-    vector = store.vector_candidates(query_vector, pool + extra) if query_vector is not None else []
+    vector = store.vector_candidates(query_vector, pool, include_private) if query_vector is not None else []
 
-    chunks = store.chunks_by_id(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]))
-    if exclude:
-        chunks = {cid: chunk for cid, chunk in chunks.items() if chunk.path not in exclude}
+    chunks = store.chunks_by_id(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]),
+                                include_private)
+    if hides is not None:
+        chunks = {cid: chunk for cid, chunk in chunks.items() if not hides(chunk.path)}
     # A chunk deleted between the candidate query and now is dropped here too.
-    keyword = [(cid, bm25) for cid, bm25 in keyword if cid in chunks][:pool]
-    vector = [(cid, sim) for cid, sim in vector if cid in chunks][:pool]
+    keyword = [(cid, bm25) for cid, bm25 in keyword if cid in chunks]
+    vector = [(cid, sim) for cid, sim in vector if cid in chunks]
 
     best = max((-bm25 for _, bm25 in keyword), default=0.0)
     text_scores = {cid: (math.sqrt(-bm25 / best) if best > 0 else 0.0) for cid, bm25 in keyword}

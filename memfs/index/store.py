@@ -1,5 +1,10 @@
-"""The SQLite index of one agent: files, chunks, FTS5 keyword index, sqlite-vec vectors, and the
-embedding cache (a separate attached file, so it survives rebuilds of the index).
+"""The SQLite index of one (workspace, agent): files, chunks, FTS5 keyword index, sqlite-vec
+vectors, and the embedding cache (a separate attached file, so it survives rebuilds of the index).
+
+Chunks of private files (see :mod:`memfs.privacy`) live in their own FTS5 table and their own
+partition of the vector table.  A shared search reads only the public ones, so private text
+cannot shift its scores either: BM25's term statistics (how rare a word is, how long chunks
+are) are those of the public chunks alone.
 
 Only this module writes SQL.  All access goes through one connection guarded by a lock, so the
 FUSE daemon's threads and the indexing worker can share a store; other processes (the CLI) read
@@ -23,9 +28,10 @@ import sqlite_vec
 from memfs.index.chunking import Chunk
 from memfs.index.vectors import VectorMatrix
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"  # 2: private chunks apart (private_fts, vector partition)
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan.
 MATRIX_MIN_VECTORS = 20_000
+VEC_KNN_MAX = 4096  # sqlite-vec's largest k
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 
@@ -38,6 +44,7 @@ class FileRecord:
     size: int
     chunks: int
     error: str
+    private: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,10 +83,13 @@ class Store:
         self.conn = _connect(path)
         self._has_vectors = False
         self._writes = 0  # bumped by every transaction of this connection
-        self._total: tuple[tuple[int, int], int] | None = None
+        self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
-        self._create_schema()
+        # An index made by an earlier version is only read until it is rebuilt (Memory does).
+        self.outdated = self._schema_found() not in (None, SCHEMA_VERSION)
+        if not self.outdated:
+            self._create_schema()
         self._matrix: VectorMatrix | None = None
         self._matrix_version = -1
 
@@ -89,6 +99,13 @@ class Store:
 
     # -- schema and metadata -------------------------------------------------------------------
 
+    def _schema_found(self) -> str | None:
+        with self.lock:
+            if self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None:
+                return None
+            row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
+        return None if row is None else str(row[0])
+
     def _create_schema(self) -> None:
         with self.lock, self.conn:
             self.conn.execute(
@@ -97,15 +114,18 @@ class Store:
                 CREATE TABLE IF NOT EXISTS files(
                     path TEXT PRIMARY KEY, kind TEXT NOT NULL, hash TEXT NOT NULL,
                     mtime REAL NOT NULL, size INTEGER NOT NULL, chunks INTEGER NOT NULL,
-                    error TEXT NOT NULL DEFAULT '', indexed_at REAL NOT NULL);
+                    error TEXT NOT NULL DEFAULT '', indexed_at REAL NOT NULL,
+                    private INTEGER NOT NULL DEFAULT 0);
                 CREATE TABLE IF NOT EXISTS chunks(
                     id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
                     end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
-                    embedded INTEGER NOT NULL DEFAULT 0);
+                    embedded INTEGER NOT NULL DEFAULT 0, private INTEGER NOT NULL DEFAULT 0);
                 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, start_line);
                 CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(id) WHERE embedded = 0;
                 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
                 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, row);
+                CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
+                CREATE VIRTUAL TABLE IF NOT EXISTS private_fts_vocab USING fts5vocab(private_fts, row);
                 CREATE TABLE IF NOT EXISTS cache.embedding_cache(
                     provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL,
                     dims INTEGER NOT NULL, vector BLOB NOT NULL, created_at REAL NOT NULL,
@@ -139,7 +159,7 @@ class Store:
             if dims:
                 self.conn.execute(
                     f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING "
-                    f"vec0(embedding float[{int(dims)}] distance_metric=cosine)"
+                    f"vec0(private integer partition key, embedding float[{int(dims)}] distance_metric=cosine)"
                 )
 
     @property
@@ -170,9 +190,9 @@ class Store:
     def file(self, path: str) -> FileRecord | None:
         with self.lock:
             row = self.conn.execute(
-                "SELECT path, kind, hash, mtime, size, chunks, error FROM files WHERE path = ?", (path,)
+                "SELECT path, kind, hash, mtime, size, chunks, error, private FROM files WHERE path = ?", (path,)
             ).fetchone()
-        return None if row is None else FileRecord(*row)
+        return None if row is None else FileRecord(*row[:7], bool(row[7]))
 
     def paths_under(self, rel: str) -> list[str]:
         """Indexed paths equal to ``rel`` or below it (a range scan on the primary key; '0' is
@@ -187,9 +207,9 @@ class Store:
     def files(self) -> list[FileRecord]:
         with self.lock:
             rows = self.conn.execute(
-                "SELECT path, kind, hash, mtime, size, chunks, error FROM files ORDER BY path"
+                "SELECT path, kind, hash, mtime, size, chunks, error, private FROM files ORDER BY path"
             ).fetchall()
-        return [FileRecord(*r) for r in rows]
+        return [FileRecord(*r[:7], bool(r[7])) for r in rows]
 
     def replace_file(
         self,
@@ -202,37 +222,42 @@ class Store:
         """Swap a file's chunks for new ones in one transaction; returns how many still need an
         embedding (those whose text hash is not in ``cached``)."""
         pending = 0
+        private = int(record.private)
+        fts = "private_fts" if private else "chunks_fts"
         with self.transaction() as conn:
             self._delete_chunks(conn, record.path)
             vec = self.has_vectors
             for chunk, digest, body in zip(chunks, chunk_hashes, fts_bodies):
                 vector = cached.get(digest)
                 conn.execute(
-                    "INSERT INTO chunks(path, start_line, end_line, hash, text, embedded) VALUES (?, ?, ?, ?, ?, ?)",
-                    (record.path, chunk.start_line, chunk.end_line, digest, chunk.text, int(vector is not None)),
+                    "INSERT INTO chunks(path, start_line, end_line, hash, text, embedded, private) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (record.path, chunk.start_line, chunk.end_line, digest, chunk.text, int(vector is not None), private),
                 )
                 chunk_id = conn.last_insert_rowid()
-                conn.execute("INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)", (chunk_id, body))
+                conn.execute(f"INSERT INTO {fts}(rowid, body) VALUES (?, ?)", (chunk_id, body))
                 if vector is not None and vec:
-                    conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (chunk_id, vector))
+                    conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
+                                 (chunk_id, private, vector))
                     if self._matrix is not None:
-                        self._matrix.add(chunk_id, vector)
+                        self._matrix.add(chunk_id, vector, bool(private))
                 elif vec:
                     pending += 1
             conn.execute(
-                "INSERT OR REPLACE INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.path, record.kind, record.hash, record.mtime, record.size, len(chunks), record.error, time.time()),
+                "INSERT OR REPLACE INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at, private) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.path, record.kind, record.hash, record.mtime, record.size, len(chunks), record.error,
+                 time.time(), private),
             )
         return pending
 
     def _delete_chunks(self, conn: apsw.Connection, path: str) -> None:
-        ids = [r[0] for r in conn.execute("SELECT id FROM chunks WHERE path = ?", (path,))]
-        if not ids:
+        rows = conn.execute("SELECT id, private FROM chunks WHERE path = ?", (path,)).fetchall()
+        if not rows:
             return
         vec = self.has_vectors
-        for chunk_id in ids:
-            conn.execute("DELETE FROM chunks_fts WHERE rowid = ?", (chunk_id,))
+        for chunk_id, private in rows:
+            conn.execute(f"DELETE FROM {'private_fts' if private else 'chunks_fts'} WHERE rowid = ?", (chunk_id,))
             if vec:
                 conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (chunk_id,))
                 if self._matrix is not None:
@@ -246,10 +271,12 @@ class Store:
             conn.execute("DELETE FROM files WHERE path = ?", (path,))
         return existed
 
-    def rename_file(self, old: str, new: str, kind: str) -> bool:
-        """Move a file's chunks to a new path without re-chunking or re-embedding."""
+    def rename_file(self, old: str, new: str, kind: str, private: bool) -> bool:
+        """Move a file's chunks to a new path without re-chunking or re-embedding (False when the
+        file is not indexed, or when the move changes its privacy: then it is indexed anew)."""
         with self.transaction() as conn:
-            if conn.execute("SELECT 1 FROM files WHERE path = ?", (old,)).fetchone() is None:
+            row = conn.execute("SELECT private FROM files WHERE path = ?", (old,)).fetchone()
+            if row is None or bool(row[0]) != private:
                 return False
             self._delete_chunks(conn, new)
             conn.execute("DELETE FROM files WHERE path = ?", (new,))
@@ -302,47 +329,61 @@ class Store:
                     (provider, model, chunk.hash, len(vector), blob, now),
                 )
                 row = conn.execute(
-                    "SELECT embedded FROM chunks WHERE id = ? AND hash = ?", (chunk.id, chunk.hash)
+                    "SELECT embedded, private FROM chunks WHERE id = ? AND hash = ?", (chunk.id, chunk.hash)
                 ).fetchone()
                 if row is None or row[0]:
                     continue
-                conn.execute("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (chunk.id, blob))
+                conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
+                             (chunk.id, row[1], blob))
                 conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk.id,))
                 if self._matrix is not None:
-                    self._matrix.add(chunk.id, blob)
+                    self._matrix.add(chunk.id, blob, bool(row[1]))
 
     # -- search primitives ---------------------------------------------------------------------
 
-    def keyword_candidates(self, match: str, limit: int) -> list[tuple[int, float]]:
-        """(chunk id, bm25) best first; bm25 is negative, more negative is better."""
-        with self.lock:
-            return [
-                (int(r[0]), float(r[1]))
-                for r in self.conn.execute(
-                    "SELECT rowid, bm25(chunks_fts) AS score FROM chunks_fts WHERE chunks_fts MATCH ? "
-                    "ORDER BY score, rowid LIMIT ?",
-                    (match, limit),
-                )
-            ]
+    @staticmethod
+    def _tables(include_private: bool) -> tuple[str, ...]:
+        return ("chunks_fts", "private_fts") if include_private else ("chunks_fts",)
 
-    def doc_frequencies(self, terms: list[str]) -> tuple[dict[str, int], int]:
+    def keyword_candidates(self, match: str, limit: int, include_private: bool = True) -> list[tuple[int, float]]:
+        """(chunk id, bm25) best first; bm25 is negative, more negative is better.  Each FTS
+        table ranks with its own statistics; with private chunks, the two lists are merged."""
+        found: list[tuple[int, float]] = []
+        with self.lock:
+            for table in self._tables(include_private):
+                found += [
+                    (int(r[0]), float(r[1]))
+                    for r in self.conn.execute(
+                        f"SELECT rowid, bm25({table}) AS score FROM {table} WHERE {table} MATCH ? "
+                        "ORDER BY score, rowid LIMIT ?",
+                        (match, limit),
+                    )
+                ]
+        found.sort(key=lambda item: (item[1], item[0]))
+        return found[:limit]
+
+    def doc_frequencies(self, terms: list[str], include_private: bool = True) -> tuple[dict[str, int], int]:
         """How many chunks contain each (already lower-cased) term, and how many chunks there are.
         A term stemmed differently by the porter tokenizer is simply not found (frequency 0)."""
         with self.lock:
-            total = self.chunk_total()
+            total = self.chunk_total(include_private)
             found = {}
             for term in terms:
-                row = self.conn.execute("SELECT doc FROM chunks_fts_vocab WHERE term = ?", (term,)).fetchone()
-                found[term] = int(row[0]) if row else 0
+                found[term] = 0
+                for table in self._tables(include_private):
+                    row = self.conn.execute(f"SELECT doc FROM {table}_vocab WHERE term = ?", (term,)).fetchone()
+                    found[term] += int(row[0]) if row else 0
         return found, total
 
-    def chunk_total(self) -> int:
-        """How many chunks the index holds; cached until this or another connection writes."""
+    def chunk_total(self, include_private: bool = True) -> int:
+        """How many chunks the index holds (public ones only, if asked); cached until this or
+        another connection writes."""
         with self.lock:
             key = (int(self.conn.execute("PRAGMA main.data_version").fetchone()[0]), self._writes)
             if self._total is None or self._total[0] != key:
-                self._total = (key, int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]))
-            return self._total[1]
+                row = self.conn.execute("SELECT count(*), coalesce(sum(private), 0) FROM chunks").fetchone()
+                self._total = (key, (int(row[0]), int(row[0]) - int(row[1])))
+            return self._total[1][0 if include_private else 1]
 
     def _vector_matrix(self) -> VectorMatrix | None:
         """The in-memory matrix for a large index (loaded or reloaded as needed), else None."""
@@ -353,13 +394,14 @@ class Store:
         if count < MATRIX_MIN_VECTORS:
             self._matrix = None
             return None
-        items = [(int(r[0]), r[1]) for r in self.conn.execute("SELECT rowid, embedding FROM chunks_vec")]
+        items = [(int(r[0]), r[1], bool(r[2]))
+                 for r in self.conn.execute("SELECT rowid, embedding, private FROM chunks_vec")]
         matrix = VectorMatrix(len(items[0][1]) // 4)
         matrix.load(items)
         self._matrix, self._matrix_version = matrix, version
         return matrix
 
-    def vector_candidates(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def vector_candidates(self, query: np.ndarray, k: int, include_private: bool = True) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity), best first: sqlite-vec's KNN, or the in-memory matrix
         once the index is large."""
         if not self.has_vectors:
@@ -367,10 +409,12 @@ class Store:
         with self.lock:
             matrix = self._vector_matrix()
             if matrix is not None:
-                return matrix.knn(query, k)
+                return matrix.knn(query, k, include_private)
             blob = np.asarray(query, dtype=np.float32).tobytes()
+            scope = "" if include_private else " AND private = 0"
             rows = self.conn.execute(
-                "SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?", (blob, k)
+                f"SELECT rowid, distance FROM chunks_vec WHERE embedding MATCH ? AND k = ?{scope}",
+                (blob, min(k, VEC_KNN_MAX)),
             ).fetchall()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
@@ -389,14 +433,15 @@ class Store:
             ).fetchall()
         return {int(r[0]): 1.0 - float(r[1]) for r in rows}
 
-    def chunks_by_id(self, ids: Iterable[int]) -> dict[int, StoredChunk]:
+    def chunks_by_id(self, ids: Iterable[int], include_private: bool = True) -> dict[int, StoredChunk]:
         wanted = list(ids)
         if not wanted:
             return {}
         marks = ",".join("?" * len(wanted))
+        scope = "" if include_private else " AND private = 0"
         with self.lock:
             rows = self.conn.execute(
-                f"SELECT id, path, start_line, end_line, hash, text FROM chunks WHERE id IN ({marks})", wanted
+                f"SELECT id, path, start_line, end_line, hash, text FROM chunks WHERE id IN ({marks}){scope}", wanted
             ).fetchall()
         return {int(r[0]): StoredChunk(*r) for r in rows}
 
@@ -413,10 +458,13 @@ class Store:
 
     # -- status --------------------------------------------------------------------------------
 
-    def counts(self, exclude: frozenset[str] = frozenset()) -> dict[str, int]:
-        """Files, skipped files, chunks and pending chunks, leaving out the paths of ``exclude``."""
+    def counts(self, include_private: bool = True, exclude: frozenset[str] = frozenset()) -> dict[str, int]:
+        """Files, skipped files, chunks and pending chunks, leaving out private files (unless
+        ``include_private``) and the paths of ``exclude``."""
         hidden = sorted(exclude)
-        where = f"WHERE path NOT IN ({','.join('?' * len(hidden))})" if hidden else ""
+        clauses = ([] if include_private else ["private = 0"]) + (
+            [f"path NOT IN ({','.join('?' * len(hidden))})"] if hidden else [])
+        where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
         with self.lock:
             files = self.conn.execute(
                 f"SELECT count(*), coalesce(sum(error != ''), 0) FROM files {where}", hidden).fetchone()
@@ -430,16 +478,6 @@ class Store:
             "pending": int(chunks[1]) if self.has_vectors else 0,
             "cached_embeddings": int(cached),
         }
-
-    def chunk_count(self, paths: frozenset[str]) -> int:
-        """How many chunks the files ``paths`` hold."""
-        if not paths:
-            return 0
-        wanted = sorted(paths)
-        with self.lock:
-            row = self.conn.execute(
-                f"SELECT count(*) FROM chunks WHERE path IN ({','.join('?' * len(wanted))})", wanted).fetchone()
-        return int(row[0])
 
     def size_bytes(self) -> int:
         total = 0

@@ -4,6 +4,9 @@ sqlite-vec's KNN over float vectors scans its chunks in SQLite (about 37 ms at 1
 a float32 matrix product over the same vectors takes about 5 ms.  The store keeps this copy in
 step with its own writes and reloads it when another connection changed the database (SQLite's
 ``PRAGMA data_version``).  Small indexes do not need it and use sqlite-vec's KNN directly.
+
+Rows of private chunks are marked, so a shared search leaves them out of its nearest neighbours
+instead of filtering them afterwards.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ class VectorMatrix:
         self.dims = dims
         self.matrix = np.zeros((0, dims), dtype=np.float32)
         self.ids = np.zeros(0, dtype=np.int64)  # -1 marks a free row
+        self.private = np.zeros(0, dtype=bool)
         self.rows: dict[int, int] = {}
         self.used = 0
         self.free: list[int] = []
@@ -23,20 +27,23 @@ class VectorMatrix:
     def __len__(self) -> int:
         return len(self.rows)
 
-    def load(self, items: list[tuple[int, bytes]]) -> None:
+    def load(self, items: list[tuple[int, bytes, bool]]) -> None:
         count = len(items)
         self.matrix = np.zeros((max(count, 16), self.dims), dtype=np.float32)
         self.ids = np.full(len(self.matrix), -1, dtype=np.int64)
-        for row, (chunk_id, blob) in enumerate(items):
+        self.private = np.zeros(len(self.matrix), dtype=bool)
+        for row, (chunk_id, blob, private) in enumerate(items):
             self.matrix[row] = np.frombuffer(blob, dtype=np.float32)
             self.ids[row] = chunk_id
-        self.rows = {int(cid): row for row, (cid, _) in enumerate(items)}
+            self.private[row] = private
+        self.rows = {int(cid): row for row, (cid, _, _) in enumerate(items)}
         self.used = count
         self.free = []
 
-    def add(self, chunk_id: int, blob: bytes) -> None:
+    def add(self, chunk_id: int, blob: bytes, private: bool = False) -> None:
         if chunk_id in self.rows:
             self.matrix[self.rows[chunk_id]] = np.frombuffer(blob, dtype=np.float32)
+            self.private[self.rows[chunk_id]] = private
             return
         if self.free:
             row = self.free.pop()
@@ -48,10 +55,14 @@ class VectorMatrix:
                 ids = np.full(grown, -1, dtype=np.int64)
                 ids[: self.used] = self.ids[: self.used]
                 self.ids = ids
+                flags = np.zeros(grown, dtype=bool)
+                flags[: self.used] = self.private[: self.used]
+                self.private = flags
             row = self.used
             self.used += 1
         self.matrix[row] = np.frombuffer(blob, dtype=np.float32)
         self.ids[row] = chunk_id
+        self.private[row] = private
         self.rows[chunk_id] = row
 
     def remove(self, chunk_id: int) -> None:
@@ -60,16 +71,22 @@ class VectorMatrix:
             return
         self.matrix[row] = 0
         self.ids[row] = -1
+        self.private[row] = False
         self.free.append(row)
 
-    def knn(self, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    def knn(self, query: np.ndarray, k: int, include_private: bool = True) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the k nearest vectors, best first; vectors are unit
         length so the dot product is the cosine."""
         if not self.rows:
             return []
         scores = self.matrix[: self.used] @ np.asarray(query, dtype=np.float32)
-        scores[self.ids[: self.used] < 0] = -np.inf
-        k = min(k, len(self.rows))
+        excluded = self.ids[: self.used] < 0
+        if not include_private:
+            excluded |= self.private[: self.used]
+        scores[excluded] = -np.inf
+        k = min(k, int((~excluded).sum()))
+        if k <= 0:
+            return []
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.lexsort((self.ids[top], -scores[top]))]
         return [(int(self.ids[row]), float(scores[row])) for row in top]

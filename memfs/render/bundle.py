@@ -157,14 +157,38 @@ def _counted(mode: str, date: str, sections: list[Section], total_tokens: int) -
     return text, tokens.count(text)
 
 
+def _compact(mode: str, date: str, files: list[BundleFile], total_tokens: int) -> str:
+    """The bundle when even its manifest is over the budget: which files to read, no bodies."""
+    present = [f.path for f in files if f.text is not None]
+    head = f"# memfs context: {mode} ({date})\n\n"
+    note = (f"bundle.total_tokens ({total_tokens}) is too small for the manifest of {len(files)} files: "
+            "read them directly with memfs get PATH")
+    for count in range(len(present), -1, -1):
+        listed = ", ".join(shlex.quote(p) for p in present[:count]) + (" …" if count < len(present) else "")
+        text = head + note + (f": {listed}" if count else "") + "\n"
+        if tokens.count(text) <= total_tokens:
+            return text
+    return head
+
+
 def bundle(mode: str, date: str, files: list[BundleFile], total_tokens: int, per_file_tokens: int) -> str:
-    """The whole bundle within ``total_tokens``, everything counted."""
+    """The whole bundle within ``total_tokens``, everything counted: the manifest first, then
+    fair shares of what it leaves; what the first try leaves unused (a file with no room for
+    even its marker sends no section) is shared out again."""
     frame = [Section(f.path, 0 if f.text is None else 10 ** 6, 0 if f.text is None else 10 ** 6,
                      f.text is not None, "", f.text is None) for f in files]
     budget = total_tokens - _counted(mode, date, frame, total_tokens)[1]
-    for _ in range(8):
-        text, size = _counted(mode, date, build(files, budget, per_file_tokens), total_tokens)
-        if size <= total_tokens or budget <= 0:
-            return text
-        budget -= size - total_tokens
-    return text
+    best: str | None = None
+    for _ in range(12):
+        sections = build(files, budget, per_file_tokens)
+        text, size = _counted(mode, date, sections, total_tokens)
+        if size <= total_tokens:
+            best = text
+            if total_tokens - size < 16 or not any(s.truncated for s in sections):
+                break
+            budget += total_tokens - size
+        else:
+            budget -= size - total_tokens
+            if best is not None:
+                break
+    return best if best is not None else _compact(mode, date, files, total_tokens)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ FIELDS = ("id", "chatId", "chatTitle", "role", "content", "timestamp")
 ROLES = ("user", "assistant")
 EARLIEST_MS = 946_684_800_000  # 2000-01-01T00:00:00Z: nothing older was ever synced by ClawGPT
 AHEAD_MS = 86_400_000  # a clock may run a little fast, not more than a day
+MAX_MS = 2**63  # beyond any clock; larger integers are not converted to floats at all
 
 
 class SyncError(ValueError):
@@ -24,6 +26,10 @@ class SyncError(ValueError):
         super().__init__(f"line {line}: {reason}" if line else reason)
         self.reason = reason
         self.line = line
+
+
+class NotJSON(SyncError):
+    """Text that is not (yet) JSON: wrong for good once the data is complete."""
 
 
 @dataclass(frozen=True)
@@ -82,9 +88,9 @@ def validate(record: Any, line: int | None, device_id: str | None = None, now_ms
     if record["role"] not in ROLES:
         raise SyncError(f"unknown role {record['role']!r} (user or assistant)", line)
     stamp = record["timestamp"]
-    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or stamp != stamp or stamp in (
-            float("inf"), float("-inf")):
-        raise SyncError("field 'timestamp' must be a number of milliseconds", line)
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float)) or abs(stamp) > MAX_MS \
+            or not math.isfinite(stamp):
+        raise SyncError("field 'timestamp' must be a number of milliseconds since 1970-01-01 UTC", line)
     problem = timestamp_problem(stamp, now_ms)
     if problem:
         raise SyncError(problem, line)
@@ -111,7 +117,7 @@ def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list
         try:
             envelope = json.loads(body)
         except ValueError as exc:
-            raise SyncError(f"invalid JSON after {PREFIX}: {exc}", 2) from None
+            raise NotJSON(f"invalid JSON after {PREFIX}: {exc}", 2) from None
         if not isinstance(envelope, dict) or not isinstance(envelope.get("messages"), list):
             raise SyncError(f"the {PREFIX} envelope needs a 'messages' list", 2)
         device = envelope.get("deviceId")
@@ -128,9 +134,25 @@ def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list
         try:
             record = json.loads(raw)
         except ValueError as exc:
-            raise SyncError(f"invalid JSON: {exc}", number) from None
+            raise NotJSON(f"invalid JSON: {exc}", number) from None
         messages.append(validate(record, number, now_ms=now_ms))
     return messages
+
+
+def check_unfinished(data: bytes, first_line: int = 1, now_ms: float | None = None) -> None:
+    """Judge data that may still grow (an envelope, or a last line without its newline) as
+    soon as it is complete JSON: raises SyncError if it is a complete but invalid message, so
+    the write() that completed it can fail.  JSON that is not complete yet is left for later."""
+    if not data.rstrip().endswith(b"}"):
+        return
+    try:
+        parse(data, first_line, now_ms)
+    except NotJSON:
+        return  # an inner object closed, not the whole message: wait for the rest
+    except SyncError as exc:
+        if "not valid UTF-8" in exc.reason:
+            return  # a character cut in two by the write boundary
+        raise
 
 
 def is_envelope_start(data: bytes) -> bool:

@@ -4,15 +4,20 @@ timestamp's date, appended as one canonical line; existing lines are never touch
 The id index is rebuilt from the files whenever they changed since it was built (files are the
 truth).  An exclusive lock on ``clawgpt-memory/.lock`` serialises writers across processes (the
 mount, `memfs sync`, several at once), so concurrent overlapping batches still store each id once.
+
+Only regular files are read or appended to, never through a symlink: a day file that is a link
+(say, to MEMORY.md) would otherwise let whoever can write a sync message write into its target.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import json
 import logging
 import os
+import stat
 import threading
 import time
 from dataclasses import dataclass, field
@@ -32,15 +37,25 @@ class IngestResult:
     files: list[str] = field(default_factory=list)  # workspace-relative date files that grew
 
 
-def _signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
-    entries = []
+class SyncStoreError(OSError):
+    """A day file that cannot safely be written (a symlink, a folder, ...)."""
+
+
+def _day_files(folder: Path) -> list[tuple[Path, os.stat_result]]:
+    """The regular ``*.jsonl`` files of the folder (symlinks and the like are not ours)."""
+    found = []
     for path in sorted(folder.glob("*.jsonl")):
         try:
-            st = path.stat()
+            st = os.lstat(path)
         except FileNotFoundError:
             continue
-        entries.append((path.name, st.st_size, st.st_mtime_ns))
-    return tuple(entries)
+        if stat.S_ISREG(st.st_mode):
+            found.append((path, st))
+    return found
+
+
+def _signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
+    return tuple((path.name, st.st_size, st.st_mtime_ns) for path, st in _day_files(folder))
 
 
 class SyncStore:
@@ -55,8 +70,14 @@ class SyncStore:
         signature = _signature(self.folder)
         if self._ids is None or signature != self._seen:
             ids: set[str] = set()
-            for path in sorted(self.folder.glob("*.jsonl")):
-                for raw in path.read_text(encoding="utf-8", errors="replace").split("\n"):
+            for path, _ in _day_files(self.folder):
+                try:
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                except OSError:
+                    continue
+                with os.fdopen(fd, "rb") as day:
+                    lines = day.read().decode("utf-8", errors="replace").split("\n")
+                for raw in lines:
                     try:
                         record = json.loads(raw)
                     except ValueError:
@@ -97,26 +118,37 @@ class SyncStore:
 
     @staticmethod
     def _append(path: Path, lines: list[str]) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            size = os.fstat(fd).st_size
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise SyncStoreError(errno.ELOOP, f"{path.name} is a symlink, not a day file: refusing to write "
+                                                  "through it") from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise SyncStoreError(errno.EINVAL, f"{path.name} is not a regular file")
+            size = st.st_size
             prefix = b""
-            if size:
-                with open(path, "rb") as existing:
-                    existing.seek(size - 1)
-                    if existing.read(1) != b"\n":
-                        prefix = b"\n"  # never glue our line onto a line someone left unfinished
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                prefix = b"\n"  # never glue our line onto a line someone left unfinished
             os.write(fd, prefix + ("\n".join(lines) + "\n").encode("utf-8"))
             os.fsync(fd)
         finally:
             os.close(fd)
 
     def reject(self, name: str, data: bytes, reason: str) -> Path:
-        """Keep refused bytes with the reason beside them, for a person to look at."""
+        """Keep refused bytes with the reason beside them, for a person to look at (new files
+        only, never through a symlink)."""
         folder = self.folder / REJECTED_DIR
         folder.mkdir(parents=True, exist_ok=True)
+        if folder.is_symlink() or not folder.is_dir():
+            raise SyncStoreError(errno.EINVAL, f"{folder} is not a folder of ours: not keeping rejected data there")
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         base = folder / f"{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**9}-{Path(name).name or 'stdin'}"
-        base.write_bytes(data)
-        Path(str(base) + ".reason").write_text(reason + "\n", encoding="utf-8")
+        for path, content in ((base, data), (Path(str(base) + ".reason"), (reason + "\n").encode())):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
         return base

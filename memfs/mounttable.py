@@ -1,0 +1,114 @@
+"""What is mounted where: the kernel's mount table and the records running mounts leave in the
+state directory (``mounts/<key>.json``, beside their logs).
+
+Light on purpose (standard library only): every CLI command asks it whether the workspace it was
+given is really a memfs mount, without loading FUSE.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+FSNAME = "memfs"
+
+
+@dataclass(frozen=True)
+class MountInfo:
+    pid: int
+    mountpoint: str
+    workspace: str
+    agent: str
+    started: float
+    mode: str = "main"
+
+
+def mounts_dir(state_dir: Path) -> Path:
+    return state_dir / "mounts"
+
+
+def _key(mountpoint: Path) -> str:
+    return hashlib.sha256(str(mountpoint).encode()).hexdigest()[:16]
+
+
+def pid_file(state_dir: Path, mountpoint: Path) -> Path:
+    return mounts_dir(state_dir) / f"{_key(mountpoint)}.json"
+
+
+def log_file(state_dir: Path, mountpoint: Path) -> Path:
+    return mounts_dir(state_dir) / f"{_key(mountpoint)}.log"
+
+
+def read_record(state_dir: Path, mountpoint: Path) -> MountInfo | None:
+    try:
+        return MountInfo(**json.loads(pid_file(state_dir, mountpoint).read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def _unescape(field: str) -> str:
+    """/proc mount tables write space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def _mountinfo() -> list[list[str]]:
+    try:
+        with open("/proc/self/mountinfo") as mountinfo:
+            return [line.split() for line in mountinfo]
+    except OSError:
+        return []
+
+
+def mount_device(mountpoint: Path) -> str | None:
+    """The "major:minor" of the filesystem mounted at ``mountpoint``, read without touching it
+    (a stat of our own mountpoint before the loop runs would wait for ourselves)."""
+    target = str(mountpoint)
+    device = None
+    for fields in _mountinfo():
+        if len(fields) > 4 and _unescape(fields[4]) == target:
+            device = fields[2]  # the last one listed is the one on top
+    return device
+
+
+def memfs_mount_containing(path: Path) -> Path | None:
+    """The memfs mountpoint at or above ``path`` (the innermost), if there is one."""
+    target = str(path)
+    found: Path | None = None
+    for fields in _mountinfo():
+        if "-" not in fields:
+            continue
+        fstype = fields[fields.index("-") + 1]
+        point = _unescape(fields[4])
+        if fstype != f"fuse.{FSNAME}" or not (target == point or target.startswith(point.rstrip("/") + "/")):
+            continue
+        if found is None or len(point) > len(str(found)):
+            found = Path(point)
+    return found
+
+
+def is_mounted(mountpoint: Path) -> bool:
+    target = str(mountpoint)
+    try:
+        with open("/proc/self/mounts") as mounts:
+            for line in mounts:
+                fields = line.split()
+                if len(fields) > 1 and _unescape(fields[1]) == target:
+                    return True
+    except OSError:
+        pass
+    return False
+
+
+def is_stale(mountpoint: Path) -> bool:
+    """A FUSE mount whose daemon died: the kernel answers ENOTCONN.  statvfs always goes to the
+    daemon (a stat may be answered from the kernel's attribute cache for a while after it died)."""
+    try:
+        os.statvfs(mountpoint)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from memfs.config import Config, ConfigError, load_config, parse_override
-from memfs.memory import GetError, Memory, NotAllowed, UnknownMode
+from memfs.memory import BadOption, GetError, Memory, NotAllowed, SearchOptions, UnknownMode, parse_options
 from memfs.mounttable import log_file, memfs_mount_containing, read_record
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
@@ -196,21 +196,31 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
         click.echo(f"warning: embeddings unavailable: {status['provider_error']}", err=True)
 
 
-def _search_one(memory: Memory, query: str, as_json: bool, limit: int | None, min_score: float | None) -> str:
-    response = memory.search(query, max_results=limit, min_score=min_score)
+def _search_one(memory: Memory, query: str, as_json: bool, options: SearchOptions) -> str:
+    response = memory.search(query, options=options)
     return render_json(response) if as_json else render_markdown(response)
 
 
 @main.command()
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="JSON output; with QUERY '-', JSON Lines.")
-@click.option("-n", "--max-results", "limit", type=click.IntRange(1, 100), default=None,
-              help="How many results at most (default search.max_results).")
-@click.option("--min-score", type=click.FloatRange(0, 1), default=None,
-              help="Drop results scoring below this (default search.min_score).")
+@click.option("-n", "--max-results", "limit", default=None, help="How many results at most, 1-100 (default search.max_results).")
+@click.option("--min-score", default=None, help="Drop results scoring below this, 0-1 (default search.min_score).")
+@click.option("--in", "scope", default=None, metavar="WHERE",
+              help="Only memory, sessions, sync, MEMORY.md, or a path prefix of the workspace.")
+@click.option("--after", default=None, metavar="YYYY-MM-DD", help="Only what is dated on or after this day.")
+@click.option("--before", default=None, metavar="YYYY-MM-DD", help="Only what is dated before this day.")
+@click.option("--mmr", default=None, metavar="LAMBDA", help="Diversify: maximal marginal relevance, 0-1 (0.7 is usual).")
+@click.option("--decay", default=None, metavar="DAYS", help="Prefer recent: halve a dated result's score every DAYS days.")
 @global_options
-def search(query: str, as_json: bool, limit: int | None, min_score: float | None, **opts: Any) -> None:
+def search(query: str, as_json: bool, limit: str | None, min_score: str | None, scope: str | None,
+           after: str | None, before: str | None, mmr: str | None, decay: str | None, **opts: Any) -> None:
     """Hybrid search of the memory.  QUERY '-' reads one query per line from stdin."""
+    given = {"n": limit, "min": min_score, "in": scope, "after": after, "before": before, "mmr": mmr, "decay": decay}
+    try:
+        options = parse_options({k: v for k, v in given.items() if v is not None})
+    except BadOption as exc:
+        raise click.UsageError(str(exc)) from None
     cfg = _config(opts)
     memory = _memory(cfg)
     try:
@@ -218,13 +228,12 @@ def search(query: str, as_json: bool, limit: int | None, min_score: float | None
             for line in sys.stdin:
                 text = line.rstrip("\n")
                 # One answer per input line, blank or not, so answers match questions by position.
-                out = _search_one(memory, text, as_json, limit, min_score)
-                click.echo(out, nl=False)
+                click.echo(_search_one(memory, text, as_json, options), nl=False)
                 sys.stdout.flush()
             return
         if not query.strip():
             raise click.ClickException("the query is empty")
-        click.echo(_search_one(memory, query, as_json, limit, min_score), nl=False)
+        click.echo(_search_one(memory, query, as_json, options), nl=False)
     finally:
         memory.close()
 

@@ -79,21 +79,15 @@ class ChunkingConfig(_Section):
 
 
 class SearchConfig(_Section):
-    # 0.5/0.5 (not the seeds' 0.7/0.3): measured better on LoCoMo, see memfs/index/search.py.
-    vector_weight: float = Field(0.5, ge=0, le=1)
-    text_weight: float = Field(0.5, ge=0, le=1)
-    min_score: float = Field(0.35, ge=0, le=1)
+    # Scores are calibrated probabilities (memfs/index/scoring.py): 0.5 is even odds that a
+    # result is related rather than merely similar; measured on the LoCoMo dev set, see README.
+    min_score: float = Field(0.5, ge=0, le=1)
     max_results: int = Field(6, ge=1, le=100)
-    candidate_multiplier: int = Field(4, ge=1, le=50)
-    snippet_chars: int = Field(700, ge=80, le=20_000)
+    # A snippet is the best-matching lines with what surrounds them, up to this many characters
+    # (800: the most the agent can read per search without more tokens than whole chunks cost).
+    snippet_chars: int = Field(800, ge=80, le=20_000)
     # How long a search waits for freshly written chunks to be embedded before answering.
     pending_wait_ms: int = Field(1000, ge=0, le=60_000)
-
-    @model_validator(mode="after")
-    def check_weights(self) -> SearchConfig:
-        if self.vector_weight + self.text_weight <= 0:
-            raise ValueError("search.vector_weight + search.text_weight must be positive")
-        return self
 
 
 class EmbeddingConfig(_Section):
@@ -258,6 +252,12 @@ WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-m
 OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR"})
 # Settings renamed since they were introduced: the old key keeps working.
 RENAMED = {"bundle.private_files": "privacy.private_paths"}
+# Settings that no longer mean anything: accepted with a warning, so an old config still loads.
+RETIRED = {
+    "search.vector_weight": "scores are calibrated now (memfs/index/scoring.py)",
+    "search.text_weight": "scores are calibrated now (memfs/index/scoring.py)",
+    "search.candidate_multiplier": "the candidate pool no longer depends on the number of results",
+}
 
 
 def _default_state_dir() -> Path:
@@ -301,6 +301,9 @@ class _Layers:
         if key in RENAMED:
             log.warning("setting %s is now called %s (from %s)", key, RENAMED[key], source)
             key = RENAMED[key]
+        if key in RETIRED:
+            log.warning("setting %s is no longer used: %s (from %s)", key, RETIRED[key], source)
+            return
         if key not in LEAVES:
             hint = _closest(key)
             raise ConfigError(f"unknown setting {key!r} (from {source})" + (f": did you mean {hint!r}?" if hint else ""))

@@ -8,6 +8,7 @@ Nothing here knows about FUSE or click.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import os
@@ -22,7 +23,8 @@ import numpy as np
 from memfs.config import MAIN_MODE, SHARED_MODE, Config
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
-from memfs.index.search import SearchParams, SearchResponse, hybrid_search
+from memfs.index.search import (QUERY_EMBED_CHARS, BadOption, SearchOptions, SearchParams, SearchResponse,
+                                hybrid_search, parse_options)
 from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
@@ -246,8 +248,14 @@ class Memory:
         min_score: float | None = None,
         wait_ms: int | None = None,
         mode: str | None = None,
+        options: SearchOptions | None = None,
     ) -> SearchResponse:
-        params = SearchParams.from_config(self.cfg.search, max_results, min_score)
+        """Search the memory; ``options`` shape the query (scope, dates, mmr, decay; see
+        :mod:`memfs.index.search`), ``max_results``/``min_score`` override theirs."""
+        options = dataclasses.replace(
+            options or SearchOptions(),
+            **{k: v for k, v in (("max_results", max_results), ("min_score", min_score)) if v is not None})
+        params = SearchParams.from_config(self.cfg.search, options)
         warnings: list[str] = []
         if not query.strip():
             return SearchResponse(query=query, results=[], provider=self.cfg.embedding.provider,
@@ -264,7 +272,8 @@ class Memory:
             if not self.embed_pending(limit=8) and self.provider_error:
                 break
         provider = self.provider
-        embedding = self._query_pool.submit(self._embed_query, query) if provider.dims else None
+        embedding = (self._query_pool.submit(self._embed_query, query[:QUERY_EMBED_CHARS])
+                     if provider.dims else None)
         with self.store.lock:
             # The query is embedded on another thread while SQLite runs the keyword side.
             privacy = self.privacy(mode)

@@ -1,32 +1,59 @@
 #!/usr/bin/env python3
-"""Retrieval quality on the LoCoMo dev set (metric of its README), BM25 alone vs memfs's default.
+"""Retrieval quality on the LoCoMo dev set, BM25 alone vs memfs's default, every metric of the
+dev set's README in one run:
 
     python scripts/eval_locomo.py ../shared/bench/locomo-dev [--source md|jsonl] [--set key=value ...]
 
-Each conversation is indexed as its own workspace and agent.  The BM25 baseline is SQLite FTS5
-over plain 400/80-token line-aware chunks, every query word OR-ed (the README's reference); memfs
-runs with its defaults (plus any --set overrides).  Embeddings are cached under --cache so reruns
-are fast; indexes are rebuilt every run.
+- R@k, MRR@10, Rall@6, R@2400tok: a result is a hit when its cited lines overlap an evidence turn.
+- visible@6: the evidence turn's text (first 80 characters, whitespace collapsed, any case) is in
+  the snippet of a top-6 result: what an agent sees without reading further.
+- cite_lines: lines a top-6 result cites; out_tokens: cl100k tokens of the top-6 snippets plus
+  citations (what an agent reads per search).
+- answered@own: the own workspace's default answer (n=6, default min_score) includes a hit;
+  fp_rate: asked of the next conversation's workspace (26->30->41->42->43->26), the share of
+  questions that get any result at all.
+
+Each conversation is its own workspace and agent.  The BM25 baseline is SQLite FTS5 over plain
+400/80-token chunks, every query word OR-ed (the dev README's reference), its snippet the first
+700 characters of the chunk; memfs runs with its defaults (plus any --set overrides).  Embeddings
+are cached under --cache so reruns are fast; indexes are rebuilt every run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import statistics
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import load_config, parse_override
 from memfs.index import tokens
-from memfs.index.search import SearchResult
 from memfs.index.text import query_terms
 from memfs.memory import Memory
 
 KS = (1, 3, 5, 6, 10)
+NAMES = ["R@1", "R@3", "R@5", "R@6", "R@10", "MRR@10", "Rall@6", "R@2400tok", "visible@6", "answered@own",
+         "fp_rate", "cite_lines", "out_tokens"]
+BASELINE_SNIPPET = 700
+
+
+@dataclass(frozen=True)
+class Hit:
+    path: str
+    start_line: int
+    end_line: int
+    snippet: str
+    score: float = 0.0
+
+    @property
+    def citation(self) -> str:
+        return f"{self.path}#L{self.start_line}-L{self.end_line}"
 
 
 def load_conv(conv: Path) -> tuple[list[dict], dict]:
@@ -36,27 +63,31 @@ def load_conv(conv: Path) -> tuple[list[dict], dict]:
     return questions, dia
 
 
-def evidence_spans(question: dict, dia: dict, source: str) -> list[tuple[str, int, int]]:
-    spans = []
+def evidence(question: dict, dia: dict, source: str, conv: Path) -> tuple[list[tuple[str, int, int]], list[str]]:
+    """The evidence turns' spans, and their texts as visible@6 compares them."""
+    spans, texts = [], []
     for ev in question["evidence_norm"]:
-        where = dia.get(ev, {}).get(source)
-        if where:
-            spans.append((where["path"], where["start_line"], where["end_line"]))
-    return spans
+        where = dia.get(ev, {})
+        if source in where:
+            spans.append((where[source]["path"], where[source]["start_line"], where[source]["end_line"]))
+        md = where.get("md")
+        if md:
+            lines = (conv / md["path"]).read_text().split("\n")[md["start_line"] - 1 : md["end_line"]]
+            texts.append(_collapse(" ".join(lines))[:80])
+    return spans, texts
 
 
-def hits(result: SearchResult | tuple[str, int, int, str], spans: list[tuple[str, int, int]]) -> list[int]:
-    path, start, end = (result.path, result.start_line, result.end_line) if isinstance(result, SearchResult) else result[:3]
-    return [i for i, (p, s, e) in enumerate(spans) if p == path and start <= e and s <= end]
+def _collapse(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
 
 
-def score(ranked: list, spans: list[tuple[str, int, int]]) -> dict[str, float]:
+def hits(result: Hit, spans: list[tuple[str, int, int]]) -> list[int]:
+    return [i for i, (p, s, e) in enumerate(spans) if p == result.path and result.start_line <= e and s <= result.end_line]
+
+
+def score(ranked: list[Hit], spans: list[tuple[str, int, int]], texts: list[str]) -> dict[str, float]:
     out: dict[str, float] = {}
-    first = None
-    for rank, result in enumerate(ranked[:10], start=1):
-        if hits(result, spans):
-            first = rank
-            break
+    first = next((rank for rank, r in enumerate(ranked[:10], start=1) if hits(r, spans)), None)
     for k in KS:
         out[f"R@{k}"] = float(first is not None and first <= k)
     out["MRR@10"] = 1.0 / first if first else 0.0
@@ -64,17 +95,22 @@ def score(ranked: list, spans: list[tuple[str, int, int]]) -> dict[str, float]:
     for result in ranked[:6]:
         covered.update(hits(result, spans))
     out["Rall@6"] = float(len(covered) == len(spans))
-    budget = 0
-    hit_tok = 0.0
+    budget, hit_tok = 0, 0.0
     for result in ranked:
-        text = result.snippet if isinstance(result, SearchResult) else result[3]
         if hits(result, spans):
             hit_tok = 1.0
             break
-        budget += tokens.count(text)
+        budget += tokens.count(result.snippet)
         if budget >= 2400:
             break
     out["R@2400tok"] = hit_tok
+    shown = [_collapse(r.snippet) for r in ranked[:6]]
+    out["visible@6"] = float(any(t and t in s for t in texts for s in shown))
+    top = ranked[:6]
+    out["answered@own"] = float(any(hits(r, spans) for r in top))
+    if top:
+        out["cite_lines"] = statistics.fmean(r.end_line - r.start_line + 1 for r in top)
+    out["out_tokens"] = float(sum(tokens.count(r.snippet) + tokens.count(r.citation) for r in top))
     return out
 
 
@@ -85,14 +121,27 @@ def make_workspace(conv: Path, root: Path, source: str) -> Path:
     return ws
 
 
-def bm25_ranked(memory: Memory, question: str, k: int) -> list[tuple[str, int, int, str]]:
+def bm25_ranked(memory: Memory, question: str, k: int) -> list[Hit]:
     terms = query_terms(question)
     if not terms:
         return []
     match = " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
     ids = [cid for cid, _ in memory.store.keyword_candidates(match, k)]
     chunks = memory.store.chunks_by_id(ids)
-    return [(chunks[i].path, chunks[i].start_line, chunks[i].end_line, chunks[i].text) for i in ids if i in chunks]
+    return [Hit(chunks[i].path, chunks[i].start_line, chunks[i].end_line, chunks[i].text[:BASELINE_SNIPPET])
+            for i in ids if i in chunks]
+
+
+def memfs_ranked(memory: Memory, question: str, n: int) -> list[Hit]:
+    return [Hit(r.path, r.start_line, r.end_line, r.snippet, r.score)
+            for r in memory.search(question, max_results=n).results]
+
+
+def open_memory(ws: Path, agent: str, cache: Path, overrides: list[tuple[str, str]]) -> Memory:
+    cfg = load_config(workspace=ws, agent=agent, env={}, overrides=[("state_dir", str(cache)), *overrides])
+    memory = Memory(cfg)
+    memory.rebuild()  # indexes are rebuilt every run; the embedding cache is kept
+    return memory
 
 
 def run(dev: Path, source: str, overrides: list[tuple[str, str]], cache: Path, convs: list[str]) -> dict:
@@ -100,36 +149,36 @@ def run(dev: Path, source: str, overrides: list[tuple[str, str]], cache: Path, c
     latencies: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        for conv in sorted(p for p in dev.iterdir() if p.is_dir() and p.name.startswith("conv-")):
-            if convs and conv.name not in convs:
-                continue
-            questions, dia = load_conv(conv)
+        folders = [p for p in sorted(dev.iterdir()) if p.is_dir() and p.name.startswith("conv-")]
+        folders = [p for p in folders if not convs or p.name in convs]
+        baselines, memories = {}, {}
+        for conv in folders:
             ws = make_workspace(conv, root, source)
-            base_cfg = load_config(workspace=ws, agent=f"{conv.name}-bm25", env={},
-                                   overrides=[("state_dir", str(cache)), ("embedding.provider", "none")])
-            mem_cfg = load_config(workspace=ws, agent=conv.name, env={},
-                                  overrides=[("state_dir", str(cache)), *overrides])
-            for cfg in (base_cfg, mem_cfg):
-                for suffix in ("", "-wal", "-shm"):
-                    Path(str(cfg.index_path) + suffix).unlink(missing_ok=True)
-            baseline = Memory(base_cfg)
-            baseline.index()
-            memory = Memory(mem_cfg)
-            memory.index()
+            baselines[conv.name] = open_memory(ws, f"{conv.name}-bm25", cache, [("embedding.provider", "none")])
+            memories[conv.name] = open_memory(ws, conv.name, cache, overrides)
+        for position, conv in enumerate(folders):
+            questions, dia = load_conv(conv)
+            neighbour = folders[(position + 1) % len(folders)].name
             for q in questions:
-                spans = evidence_spans(q, dia, source)
+                spans, texts = evidence(q, dia, source, conv)
                 if not spans:
                     continue
-                for name, value in score(bm25_ranked(baseline, q["question"], 10), spans).items():
+                baseline = bm25_ranked(baselines[conv.name], q["question"], 10)
+                for name, value in score(baseline, spans, texts).items():
                     totals["bm25"].setdefault(name, []).append(value)
+                other = bm25_ranked(baselines[neighbour], q["question"], 6) if len(folders) > 1 else []
+                totals["bm25"].setdefault("fp_rate", []).append(float(bool(other)))
                 started = time.perf_counter()
-                response = memory.search(q["question"], max_results=10)
+                ranked = memfs_ranked(memories[conv.name], q["question"], 10)
                 latencies.append(time.perf_counter() - started)
-                for name, value in score(response.results, spans).items():
+                for name, value in score(ranked, spans, texts).items():
                     totals["memfs"].setdefault(name, []).append(value)
-            baseline.close()
+                if len(folders) > 1:
+                    unrelated = memfs_ranked(memories[neighbour], q["question"], 6)
+                    totals["memfs"].setdefault("fp_rate", []).append(float(bool(unrelated)))
+        for memory in [*baselines.values(), *memories.values()]:
             memory.close()
-    summary = {
+    summary: dict = {
         system: {name: round(statistics.fmean(values), 3) for name, values in metrics.items()}
         for system, metrics in totals.items()
     }
@@ -151,13 +200,10 @@ def main() -> int:
     if args.json:
         print(json.dumps(summary))
         return 0
-    names = ["R@1", "R@3", "R@5", "R@6", "R@10", "MRR@10", "Rall@6", "R@2400tok"]
     print(f"LoCoMo dev, {args.source} files, {summary['questions']} questions")
-    print(f"{'retriever':<10} " + " ".join(f"{n:>9}" for n in names))
+    print(f"{'retriever':<10} " + " ".join(f"{n:>12}" for n in NAMES))
     for system in ("bm25", "memfs"):
-        print(f"{system:<10} " + " ".join(f"{summary[system].get(n, 0):>9.3f}" for n in names))
-    delta = {n: summary["memfs"][n] - summary["bm25"][n] for n in names}
-    print(f"{'delta':<10} " + " ".join(f"{delta[n]:>+9.3f}" for n in names))
+        print(f"{system:<10} " + " ".join(f"{summary[system].get(n, float('nan')):>12.3f}" for n in NAMES))
     print(f"memfs search p50: {summary['search_ms_p50']} ms (query embedding included)")
     return 0
 

@@ -38,7 +38,8 @@ def test_init_index_search_get_status(tmp_path: Path, locomo_day) -> None:
     payload = json.loads(found.stdout)
     assert payload["query"] == "LGBTQ support group"
     first = payload["results"][0]
-    assert set(first) == {"path", "start_line", "end_line", "score", "vector_score", "text_score", "snippet"}
+    assert set(first) == {"path", "start_line", "end_line", "score", "vector_score", "text_score", "snippet",
+                          "chunk_start_line", "chunk_end_line"}
     assert first["path"] == "memory/2023-05-08.md"
 
     markdown = memfs("search", "LGBTQ support group", cwd=ws / "memory", env=env)  # workspace found from cwd

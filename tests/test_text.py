@@ -11,9 +11,9 @@ def test_only_punctuation_gives_nothing() -> None:
     assert fts_query("?!... ** \"\" ()") is None
 
 
-def test_stopwords_dropped_unless_nothing_else() -> None:
+def test_stopwords_are_no_keywords() -> None:
     assert fts_query("what did we decide about the API") == '"decide" OR "about" OR "api"'
-    assert fts_query("the who") == '"the" OR "who"'
+    assert fts_query("the who") is None  # a match on stopwords alone says nothing
 
 
 def test_cjk_is_segmented_in_text_and_query() -> None:

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memfs.config import MAIN_MODE
-from memfs.memory import BUNDLE_MODES, Memory
+from memfs.memory import BUNDLE_MODES, BadOption, Memory, SearchOptions, parse_options
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 
@@ -54,41 +54,19 @@ class VNode:
     children: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class SearchOptions:
-    max_results: int | None = None
-    min_score: float | None = None
-
-
-class BadOption(ValueError):
-    """A search option folder that cannot be used; the message says why."""
-
-
-def parse_options(name: str) -> SearchOptions:
-    """``n=10,min=0.2`` -> options; BadOption (naming the option) for anything else."""
+def parse_folder(name: str) -> SearchOptions:
+    """``n=10,min=0.2,in=sessions`` -> options; BadOption (naming the option) for anything else.
+    A path can hold no ``/``, so ``in=`` writes a deeper folder with ``:`` (``in=projects:alpha``)."""
     values: dict[str, str] = {}
     for part in name.split(","):
         key, sep, value = part.partition("=")
         if not sep:
-            raise BadOption(f"{part!r} is not an option: write n=N or min=S, separated by commas")
-        if key not in ("n", "min"):
-            raise BadOption(f"unknown option {key!r}: use n (max results, 1-100) or min (minimum score, 0-1)")
+            raise BadOption(f"{part!r} is not an option: write key=value (n, min, in, after, before, mmr, decay), "
+                            "separated by commas")
         if key in values:
             raise BadOption(f"option {key!r} is given twice")
-        values[key] = value
-    try:
-        n = int(values["n"]) if "n" in values else None
-    except ValueError:
-        raise BadOption(f"n={values['n']!r}: n is a whole number of results, 1-100") from None
-    try:
-        minimum = float(values["min"]) if "min" in values else None
-    except ValueError:
-        raise BadOption(f"min={values['min']!r}: min is a score from 0 to 1") from None
-    if n is not None and not 1 <= n <= 100:
-        raise BadOption(f"n={n}: n must be from 1 to 100")
-    if minimum is not None and not (0 <= minimum <= 1):
-        raise BadOption(f"min={values['min']}: min must be from 0 to 1")
-    return SearchOptions(n, minimum)
+        values[key] = value.replace(":", "/") if key == "in" else value
+    return parse_options(values)
 
 
 def split_query(name: str) -> tuple[str, str] | None:
@@ -153,8 +131,7 @@ class VirtualTree:
 
     def _search_renderer(self, query: str, ext: str, options: SearchOptions) -> Callable[[], bytes]:
         def render() -> bytes:
-            response = self.memory.search(query, max_results=options.max_results, min_score=options.min_score,
-                                          mode=self.mode)
+            response = self.memory.search(query, options=options, mode=self.mode)
             text = render_json(response) if ext == "json" else render_markdown(response)
             return text.encode()
 
@@ -181,7 +158,7 @@ class VirtualTree:
         in_options = node.parent == self.roots[SEARCH]
         if in_search_root and split_query(name) is None and "=" in name:
             try:
-                parse_options(name)
+                parse_folder(name)
             except BadOption as exc:
                 log.warning("search/%s: %s", name, exc)
                 raise VirtualError(errno.EINVAL) from None
@@ -194,7 +171,7 @@ class VirtualTree:
                 where = f"{node.name}/{name}" if in_options else name
                 log.warning("search/%s: a query is a file ending in .md or .json (search/<query>.md)", where)
                 raise VirtualError(errno.EINVAL)
-            options = parse_options(node.name) if in_options else SearchOptions()
+            options = parse_folder(node.name) if in_options else SearchOptions()
             self._trim()
             child = self._add(name, parent, False, self._search_renderer(parsed[0], parsed[1], options))
             return child

@@ -7,14 +7,19 @@ to plain overlap, so the chunker stays line-aware only.)
 
 JSONL: one rendered message per line (see :mod:`memfs.index.messages`), grouped into chunks that
 never split a message; the chunk cites the JSONL line numbers of its first and last message.
+
+Every chunk also carries its units (:mod:`memfs.index.units`), the passages search scores and
+cites one by one.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from memfs.index import tokens
 from memfs.index.messages import Message
+from memfs.index.units import Unit, markdown_units, message_units
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,7 @@ class Chunk:
     start_line: int
     end_line: int
     text: str
+    units: tuple[Unit, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -71,20 +77,26 @@ def _group(segments: list[_Segment], max_tokens: int, overlap: int) -> list[list
     return groups
 
 
-def _join(group: list[_Segment]) -> Chunk:
+Segmenter = Callable[[list[tuple[int, str]]], list[Unit]]
+
+
+def _join(group: list[_Segment], segmenter: Segmenter) -> Chunk:
     parts: list[str] = []
+    lines: list[tuple[int, str]] = []
     previous_line = -1
     for seg in group:
         if seg.line == previous_line:
             parts[-1] += seg.text  # pieces of one overlong line join without a newline
+            lines[-1] = (seg.line, lines[-1][1] + seg.text)
         else:
             parts.append(seg.text)
+            lines.append((seg.line, seg.text))
         previous_line = seg.line
-    return Chunk(group[0].line, group[-1].line, "\n".join(parts))
+    return Chunk(group[0].line, group[-1].line, "\n".join(parts), tuple(segmenter(lines)))
 
 
-def _chunks(numbered: list[tuple[int, str]], max_tokens: int, overlap: int) -> list[Chunk]:
-    chunks = [_join(g) for g in _group(_segments(numbered, max_tokens), max_tokens, overlap)]
+def _chunks(numbered: list[tuple[int, str]], max_tokens: int, overlap: int, segmenter: Segmenter) -> list[Chunk]:
+    chunks = [_join(g, segmenter) for g in _group(_segments(numbered, max_tokens), max_tokens, overlap)]
     return [c for c in chunks if c.text.strip()]
 
 
@@ -92,10 +104,10 @@ def chunk_markdown(text: str, max_tokens: int, overlap: int) -> list[Chunk]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the file starts no line of its own
-    return _chunks(list(enumerate(lines, start=1)), max_tokens, overlap)
+    return _chunks(list(enumerate(lines, start=1)), max_tokens, overlap, markdown_units)
 
 
 def chunk_messages(messages: list[Message], max_tokens: int, overlap: int) -> list[Chunk]:
     """Group rendered messages into chunks of at most ``max_tokens``; a message is never split
     unless it alone exceeds the limit, in which case its pieces all cite its line."""
-    return _chunks([(m.line, m.text) for m in messages], max_tokens, overlap)
+    return _chunks([(m.line, m.text) for m in messages], max_tokens, overlap, message_units)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import stat
 import time
 from collections.abc import Callable
@@ -24,13 +25,13 @@ from memfs.index import chunking
 from memfs.index.embeddings import Provider
 from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
-from memfs.index.text import segment_cjk
+from memfs.index.text import fts_body
 from memfs.privacy import Privacy, opened_relative
-from memfs.workspace import FileKind, classify, iter_memory_files
+from memfs.workspace import FileKind, classify, daily_date, iter_memory_files
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 2
+CHUNKER_VERSION = 3  # 3: chunks carry units
 Progress = Callable[[int, int], None]
 
 
@@ -169,12 +170,15 @@ class Indexer:
             return Outcome(rel, "skipped", reason=record.error)
         chunks = self.chunk_text(rel, text)
         hashes = [text_hash(c.text) for c in chunks]
+        unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
         cached = {}
         if self.embeds:
             assert self.provider is not None
-            cached = self.store.cached_vectors(self.provider.name, self.provider.model, hashes)
-        bodies = [segment_cjk(c.text) for c in chunks]
-        pending = self.store.replace_file(record, chunks, hashes, bodies, cached)
+            wanted = hashes + [h for per_chunk in unit_hashes for h in per_chunk]
+            cached = self.store.cached_vectors(self.provider.name, self.provider.model, wanted)
+        bodies = [fts_body(c.text) for c in chunks]
+        pending = self.store.replace_file(record, chunks, hashes, bodies, cached, unit_hashes,
+                                          [chunk_days(rel, c) for c in chunks])
         return Outcome(rel, "indexed", chunks=len(chunks), pending=pending)
 
     def remove(self, rel: str) -> bool:
@@ -194,25 +198,34 @@ class Indexer:
         return self.index_file(new)
 
     def embed_pending(self, batch: int = 16, limit: int | None = None, progress: Progress | None = None) -> int:
-        """Embed chunks that have no vector yet; returns how many were embedded."""
+        """Embed chunks, then units, that have no vector yet (chunks first: they are what
+        candidate retrieval needs); returns how many were embedded."""
         if not self.embeds:
             return 0
         assert self.provider is not None
+        name, model = self.provider.name, self.provider.model
         done = 0
         total = self.store.pending_count()
-        while limit is None or done < limit:
-            todo = self.store.pending_chunks(batch if limit is None else min(batch, limit - done))
-            if not todo:
-                break
-            cached = self.store.cached_vectors(self.provider.name, self.provider.model, [c.hash for c in todo])
-            fresh = [c for c in todo if c.hash not in cached]
-            vectors = self.provider.embed([c.text for c in fresh]) if fresh else []
-            items = [(c, np.frombuffer(cached[c.hash], dtype=np.float32)) for c in todo if c.hash in cached]
-            items += list(zip(fresh, vectors))
-            self.store.store_vectors(self.provider.name, self.provider.model, items)
-            done += len(todo)
-            if progress:
-                progress(done, max(total, done))
+        kinds = (
+            (self.store.pending_chunks, self.store.store_vectors, lambda c: c.text, batch),
+            # Units are short: larger batches cost about the same per call.
+            (self.store.pending_units, self.store.store_unit_vectors, lambda u: u.embedding_text, batch * 4),
+        )
+        for pending, store, text_of, size in kinds:
+            while limit is None or done < limit:
+                todo = pending(size if limit is None else min(size, limit - done))
+                if not todo:
+                    break
+                cached = self.store.cached_vectors(name, model, [item.hash for item in todo])
+                fresh = [item for item in todo if item.hash not in cached]
+                vectors = self.provider.embed([text_of(item) for item in fresh]) if fresh else []
+                items = [(item, np.frombuffer(cached[item.hash], dtype=np.float32)) for item in todo
+                         if item.hash in cached]
+                items += list(zip(fresh, vectors))
+                store(name, model, items)
+                done += len(todo)
+                if progress:
+                    progress(done, max(total, done))
         return done
 
     def reconcile(self, progress: Progress | None = None) -> list[Outcome]:
@@ -230,6 +243,19 @@ class Indexer:
                 outcomes.append(Outcome(record.path, "removed"))
         self.store.set_meta("reconciled_at", str(time.time()))
         return outcomes
+
+
+_MESSAGE_DAY = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
+
+
+def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:
+    """The first and last date a chunk speaks of: a daily log's date, or its messages' dates;
+    (None, None) for undated text (MEMORY.md, notes)."""
+    if classify(rel) is FileKind.DAILY_LOG:
+        day = daily_date(rel)
+        return (day.isoformat(), day.isoformat()) if day else (None, None)
+    dates = sorted(m.group(1) for u in chunk.units if (m := _MESSAGE_DAY.match(u.text)))
+    return (dates[0], dates[-1]) if dates else (None, None)
 
 
 def replace_index_file(new: Path, target: Path) -> None:

@@ -1,39 +1,133 @@
-"""Hybrid search: FTS5 keyword candidates and sqlite-vec vector candidates, fused into one score.
+"""Hybrid search: candidate chunks from FTS5 and the vector index, every unit inside them scored
+(see :mod:`memfs.index.scoring` for what a score means), results cut around what matched.
 
-Scores, all in 0..1:
-- ``text_score``: FTS5's bm25 is negative (more negative is better); its magnitude is divided by
-  the best magnitude among this query's candidates (the best keyword match scores 1) and square
-  rooted, which keeps a chunk sharing half the best match's evidence in play (0.71, not 0.5).
-- ``vector_score``: cosine similarity (clipped at 0), computed exactly for every candidate that
-  has a vector, whichever side found it.
-- ``score``: ``w_v * vector + w_t * text`` over the signals the chunk has.  On the LoCoMo dev set
-  the seeds' 0.7/0.3 with linear BM25 ratios lost to BM25 alone once min_score 0.35 applied
-  (R@6 .879 vs .882); 0.5/0.5 with the square-rooted ratio gives R@6 .896, MRR@10 .744
-  (scripts/eval_locomo.py), so that is the default.  A chunk without a
-  vector (keyword-only search, a failed provider, or a chunk not embedded yet) is scored by its
-  text score alone, so a strong keyword match can pass the min score.
+1. Candidates: the best ``POOL`` chunks by BM25 and the ``POOL`` nearest by vector (private
+   chunks only for the main mode, and only inside the query's scope).  ``POOL`` does not depend
+   on how many results are asked for, so the top of a list never depends on ``n``.
+2. Every unit of those chunks gets a calibrated score from its keyword coverage, its own cosine
+   and its chunk's cosine; a unit that sits in two overlapping chunks counts once.
+3. Results, best first: the best unit, grown by its best-scoring neighbours (in its chunk) while
+   the snippet stays within ``snippet_chars``; the citation ``path#Lx-Ly`` covers exactly the
+   snippet's lines, so ``sed -n`` shows what matched.  A unit already shown in an earlier
+   snippet is not shown again.  Results below ``min_score`` are left out: an unrelated question
+   gets "No results".
+
+Shapes of a query (all optional): ``in`` (memory, sessions, sync, MEMORY.md or a path prefix),
+``after``/``before`` (dates: a daily file by its name, a message by its timestamp; an undated
+file has no date and is left out), ``mmr`` (maximal marginal relevance: lambda weighs score
+against similarity to results already chosen) and ``decay`` (half-life in days; never applied to
+undated files such as MEMORY.md).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import datetime as dt
 import logging
-import math
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from memfs.config import SearchConfig
-from memfs.index.store import Store
-from memfs.index.text import match_expression, search_terms
+from memfs.index import scoring
+from memfs.index.store import StoredChunk, StoredUnit, Store
+from memfs.index.text import match_expression, search_terms, stems
+from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
 
 log = logging.getLogger(__name__)
 
+# Candidates from each side, whatever n is.  On the LoCoMo dev set 25, 50 and 100 gave the same
+# results (its workspaces hold 56-102 chunks, so any pool covers most of them); 50 keeps a margin
+# for larger workspaces, and scoring the units of 100 chunks costs a few milliseconds.
+POOL = 50
 # In a large index, a term found in more than this share of chunks is dropped from the keyword
-# query (when rarer terms remain): its BM25 weight is near zero, yet scoring its long posting list
+# query (when rarer terms remain): its weight is near zero, yet scoring its long posting list
 # dominated keyword latency (48 ms -> 16 ms at 100k chunks).
 COMMON_TERM_SHARE = 0.1
 COMMON_TERM_MIN_CHUNKS = 5000
+# A snippet grows by neighbouring passages scoring at least this (calibrated: below it, a passage
+# is very probably unrelated).  Measured on the dev set: 0.1 kept R@6 at .838 with 15 cited lines
+# and 930 tokens per search; filling snippets whatever their neighbours say gave .842 with 17
+# lines and 1020 tokens; merging only neighbours above min_score .768 with 6 lines.
+MERGE_FLOOR = 0.1
+# A query is embedded from its first characters (the model reads 256 word pieces anyway).
+QUERY_EMBED_CHARS = 2000
+_MESSAGE_DATE = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
+SCOPES = {"memory": "memory/", "sessions": f"{SESSIONS_DIR}/", "sync": f"{SYNC_DIR}/"}
+
+
+class BadOption(ValueError):
+    """A search option that cannot be used; the message names it and says what it takes."""
+
+
+@dataclass(frozen=True)
+class SearchOptions:
+    """The shape of one query, beside its text."""
+
+    max_results: int | None = None
+    min_score: float | None = None
+    scope: str | None = None  # in=
+    after: dt.date | None = None
+    before: dt.date | None = None
+    mmr: float | None = None
+    decay_days: float | None = None
+
+
+def _date(name: str, value: str) -> dt.date:
+    try:
+        return dt.date.fromisoformat(value)
+    except ValueError:
+        raise BadOption(f"{name}={value!r}: a date is written YYYY-MM-DD") from None
+
+
+def parse_options(values: dict[str, str]) -> SearchOptions:
+    """Options given as text (``n=10``, ``in=sessions``, ``after=2026-11-01``): the same rules
+    for path options and command-line flags."""
+    known = {"n", "min", "in", "after", "before", "mmr", "decay"}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise BadOption(f"unknown option {unknown[0]!r}: use n, min, in, after, before, mmr or decay")
+    parsed: dict[str, object] = {}
+    if "n" in values:
+        try:
+            n = int(values["n"])
+        except ValueError:
+            raise BadOption(f"n={values['n']!r}: n is a whole number of results, 1-100") from None
+        if not 1 <= n <= 100:
+            raise BadOption(f"n={n}: n must be from 1 to 100")
+        parsed["max_results"] = n
+    for key, target, low, high, what in (("min", "min_score", 0.0, 1.0, "a score"),
+                                         ("mmr", "mmr", 0.0, 1.0, "a lambda")):
+        if key in values:
+            try:
+                number = float(values[key])
+            except ValueError:
+                raise BadOption(f"{key}={values[key]!r}: {key} is {what} from {low:g} to {high:g}") from None
+            if not low <= number <= high:
+                raise BadOption(f"{key}={values[key]}: {key} must be from {low:g} to {high:g}")
+            parsed[target] = number
+    if "decay" in values:
+        try:
+            days = float(values["decay"])
+        except ValueError:
+            raise BadOption(f"decay={values['decay']!r}: decay is a half-life in days") from None
+        if not 0 < days <= 36_500:
+            raise BadOption(f"decay={values['decay']}: the half-life must be more than 0 and at most 36500 days")
+        parsed["decay_days"] = days
+    if "in" in values:
+        scope = values["in"].strip().strip("/")
+        if not scope or ".." in scope.split("/"):
+            raise BadOption(f"in={values['in']!r}: use memory, sessions, sync, MEMORY.md or a path in the workspace")
+        parsed["scope"] = scope
+    if "after" in values:
+        parsed["after"] = _date("after", values["after"])
+    if "before" in values:
+        parsed["before"] = _date("before", values["before"])
+    if "after" in parsed and "before" in parsed and parsed["after"] >= parsed["before"]:  # type: ignore[operator]
+        raise BadOption(f"after={values['after']} is not before before={values['before']}: nothing could match")
+    return SearchOptions(**parsed)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -45,6 +139,8 @@ class SearchResult:
     vector_score: float
     text_score: float
     snippet: str
+    chunk_start_line: int = 0
+    chunk_end_line: int = 0
 
     @property
     def citation(self) -> str:
@@ -72,29 +168,80 @@ class SearchResponse:
 class SearchParams:
     max_results: int
     min_score: float
-    vector_weight: float
-    text_weight: float
-    candidate_multiplier: int
     snippet_chars: int
+    options: SearchOptions = SearchOptions()
 
     @classmethod
-    def from_config(
-        cls, cfg: SearchConfig, max_results: int | None = None, min_score: float | None = None
-    ) -> SearchParams:
+    def from_config(cls, cfg: SearchConfig, options: SearchOptions | None = None) -> SearchParams:
+        options = options or SearchOptions()
         return cls(
-            max_results=cfg.max_results if max_results is None else max_results,
-            min_score=cfg.min_score if min_score is None else min_score,
-            vector_weight=cfg.vector_weight,
-            text_weight=cfg.text_weight,
-            candidate_multiplier=cfg.candidate_multiplier,
+            max_results=cfg.max_results if options.max_results is None else options.max_results,
+            min_score=cfg.min_score if options.min_score is None else options.min_score,
             snippet_chars=cfg.snippet_chars,
+            options=options,
         )
 
 
-def snippet(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return text[: max(0, limit - 1)].rstrip() + "…"
+class Scope:
+    """Which paths and dates a query covers, as a Python test and as SQL on ``chunks``."""
+
+    def __init__(self, options: SearchOptions) -> None:
+        self.prefix: str | None = None
+        self.paths: tuple[str, ...] = ()
+        if options.scope in ("MEMORY.md", "memory.md", "long-term"):
+            self.paths = LONG_TERM_NAMES
+        elif options.scope is not None:
+            self.prefix = SCOPES.get(options.scope, options.scope)
+        self.after = options.after.isoformat() if options.after else None
+        self.before = options.before.isoformat() if options.before else None
+
+    @property
+    def everything(self) -> bool:
+        return self.prefix is None and not self.paths and self.after is None and self.before is None
+
+    def path_ok(self, path: str) -> bool:
+        if self.paths:
+            return path in self.paths
+        if self.prefix is None:
+            return True
+        folder = self.prefix.rstrip("/")
+        return path == folder or path.startswith(folder + "/")
+
+    def day_ok(self, day: str | None) -> bool:
+        if self.after is None and self.before is None:
+            return True
+        if day is None:
+            return False
+        return (self.after is None or day >= self.after) and (self.before is None or day < self.before)
+
+    def sql(self) -> tuple[str, list[object]]:
+        """A condition on ``chunks`` (aliased ``c``)."""
+        clauses: list[str] = []
+        params: list[object] = []
+        if self.paths:
+            clauses.append(f"c.path IN ({','.join('?' * len(self.paths))})")
+            params += list(self.paths)
+        elif self.prefix is not None:
+            folder = self.prefix.rstrip("/")
+            clauses.append("(c.path = ? OR substr(c.path, 1, ?) = ?)")
+            params += [folder, len(folder) + 1, folder + "/"]
+        if self.after is not None:
+            clauses.append("c.last_day >= ?")
+            params.append(self.after)
+        if self.before is not None:
+            clauses.append("c.first_day < ?")
+            params.append(self.before)
+        return " AND ".join(clauses), params
+
+
+def unit_day(path: str, unit: StoredUnit) -> str | None:
+    """The date of a unit: its daily file's, or its message's (a rendered message starts with
+    its UTC timestamp); None for undated files."""
+    match = _MESSAGE_DATE.match(unit.text)
+    if match:
+        return match.group(1)
+    day = daily_date(path) if path.startswith("memory/") else None
+    return day.isoformat() if day else None
 
 
 def informative_terms(store: Store, terms: list[str], include_private: bool = True) -> list[str]:
@@ -107,63 +254,215 @@ def informative_terms(store: Store, terms: list[str], include_private: bool = Tr
     return rare or terms
 
 
+def query_weights(store: Store, terms: list[str], include_private: bool) -> scoring.QueryWeights:
+    """IDF of the query's stemmed terms over the chunks this search may read."""
+    stemmed = sorted({s for term in terms for s in stems(term)})
+    frequencies, total = store.doc_frequencies(stemmed, include_private)
+    return scoring.query_weights(frequencies, total)
+
+
 QueryVector = np.ndarray | None | Callable[[], np.ndarray | None]
 
 
+@dataclass
+class _Scored:
+    unit: StoredUnit
+    chunk: StoredChunk
+    score: float
+    keyword: float
+    cosine: float  # the unit's (its chunk's until it has its own); NaN: no vector
+    chunk_cosine: float = float("nan")
+
+
+def _vectors(units: list[StoredUnit]) -> np.ndarray:
+    rows = [np.frombuffer(u.vector, dtype=np.float16) if u.vector else None for u in units]
+    dims = next((len(r) for r in rows if r is not None), 0)
+    out = np.full((len(units), max(dims, 1)), np.nan, dtype=np.float32)
+    for i, row in enumerate(rows):
+        if row is not None:
+            out[i, : len(row)] = row
+    return out
+
+
+@dataclass
+class Scored:
+    """A query's candidates: every unit of the candidate chunks, scored."""
+
+    ranked: list[_Scored]  # best first; a unit in two overlapping chunks once, with its better score
+    units: dict[int, list[StoredUnit]]  # chunk id -> its units in file order
+    scores: dict[int, float]  # unit id -> score
+
+
+def score_units(store: Store, query: str, query_vector: QueryVector, include_private: bool,
+                hides: Callable[[str], bool] | None, scope: Scope) -> Scored:
+    """Every unit of the candidate chunks with its calibrated score."""
+    terms = search_terms(query)
+    where, params = scope.sql()
+    match = match_expression(informative_terms(store, terms, include_private))
+    keyword = store.keyword_candidates(match, POOL, include_private, where, params) if match else []
+    if callable(query_vector):
+        query_vector = query_vector()
+    vector: list[tuple[int, float]] = []
+    if query_vector is not None:
+        vector = store.vector_candidates(query_vector, POOL, include_private, where, params)
+    ids = list(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]))
+    chunks = store.chunks_by_id(ids, include_private)
+    chunks = {cid: c for cid, c in chunks.items()
+              if scope.path_ok(c.path) and (hides is None or not hides(c.path))}
+    if not chunks:
+        return Scored([], {}, {})
+    chunk_cos = dict(vector)
+    missing = [cid for cid in chunks if cid not in chunk_cos]
+    if query_vector is not None and missing:
+        chunk_cos.update(store.vector_similarity(query_vector, missing))
+    units = store.units_of(chunks)
+    if not units:
+        return Scored([], {}, {})
+    weights = query_weights(store, terms, include_private)
+    coverage = np.array([scoring.keyword_coverage(weights, stems(u.embedding_text)) for u in units])
+    if query_vector is not None:
+        unit_cos = _vectors(units) @ np.asarray(query_vector, dtype=np.float32)
+    else:
+        unit_cos = np.full(len(units), np.nan)
+    around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)
+    unit_cos = np.where(np.isnan(unit_cos), around, unit_cos)  # a unit not embedded yet: its chunk's
+    scores = scoring.fuse(coverage, unit_cos, around)
+    best: dict[tuple[str, int, int], _Scored] = {}
+    by_chunk: dict[int, list[StoredUnit]] = {}
+    for index, unit in enumerate(units):
+        chunk = chunks[unit.chunk_id]
+        by_chunk.setdefault(unit.chunk_id, []).append(unit)
+        if not scope.day_ok(unit_day(chunk.path, unit)):
+            continue
+        item = _Scored(unit, chunk, float(scores[index]), float(coverage[index]), float(unit_cos[index]),
+                       float(around[index]))
+        key = (chunk.path, unit.start_line, unit.end_line)
+        if key not in best or item.score > best[key].score:
+            best[key] = item
+    ranked = sorted(best.values(), key=lambda s: (-s.score, s.chunk.path, s.unit.start_line))
+    return Scored(ranked, by_chunk, {u.id: float(scores[i]) for i, u in enumerate(units)})
+
+
+def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:
+    out = []
+    for item in scored:
+        day = unit_day(item.chunk.path, item.unit)
+        if day is not None:
+            age = max(0, (today - dt.date.fromisoformat(day)).days)
+            item = dataclasses.replace(item, score=item.score * 0.5 ** (age / half_life))
+        out.append(item)
+    return sorted(out, key=lambda s: (-s.score, s.chunk.path, s.unit.start_line))
+
+
+def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int) -> tuple[int, int, str]:
+    """The lines that match and a line of context: the best unit, grown by neighbouring units of
+    its chunk that are not clearly unrelated (score >= MERGE_FLOOR), best first, then one line
+    above and below it (unless the unit starts with its own heading, or the next line is the
+    heading of something else), all within ``limit`` characters: (first line, last line,
+    snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed."""
+    chunk = item.chunk
+    position = next(i for i, u in enumerate(order) if u.id == item.unit.id)
+    lines = chunk.text.split("\n") if not chunk.jsonl else []
+
+    def span(first: int, last: int) -> str:
+        return "\n".join(lines[first - chunk.start_line : last - chunk.start_line + 1]).strip("\n")
+
+    def text_of(lo: int, hi: int) -> str:
+        if lines:
+            return span(order[lo].start_line, order[hi].end_line)
+        return "\n".join(u.text for u in order[lo : hi + 1])
+
+    lo = hi = position
+    text = text_of(lo, hi)
+    if len(text) > limit:
+        return order[lo].start_line, order[hi].end_line, text[: max(0, limit - 1)].rstrip() + "…"
+    while True:
+        options = []
+        if lo > 0 and by_unit.get(order[lo - 1].id, 0.0) >= MERGE_FLOOR:
+            candidate = text_of(lo - 1, hi)
+            if len(candidate) <= limit:
+                options.append((by_unit.get(order[lo - 1].id, 0.0), lo - 1, hi, candidate))
+        if hi < len(order) - 1 and by_unit.get(order[hi + 1].id, 0.0) >= MERGE_FLOOR:
+            candidate = text_of(lo, hi + 1)
+            if len(candidate) <= limit:
+                options.append((by_unit.get(order[hi + 1].id, 0.0), lo, hi + 1, candidate))
+        if not options:
+            break
+        _, lo, hi, text = max(options, key=lambda o: o[0])
+    first, last = order[lo].start_line, order[hi].end_line
+    if not lines:
+        return first, last, text
+    above = first - 1
+    while above >= chunk.start_line and not lines[above - chunk.start_line].strip():
+        above -= 1
+    if above >= chunk.start_line and not order[lo].text.lstrip().startswith("#"):
+        candidate = span(above, last)
+        if len(candidate) <= limit:
+            first, text = above, candidate
+    below = last + 1
+    while below <= chunk.end_line and not lines[below - chunk.start_line].strip():
+        below += 1
+    if below <= chunk.end_line and not lines[below - chunk.start_line].lstrip().startswith("#"):
+        candidate = span(first, below)
+        if len(candidate) <= limit:
+            last, text = below, candidate
+    return first, last, text
+
+
 def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: SearchParams,
-                  hides: Callable[[str], bool] | None = None) -> list[SearchResult]:
+                  hides: Callable[[str], bool] | None = None, today: dt.date | None = None) -> list[SearchResult]:
     """``query_vector`` may be a callable (a pending embedding): it is called only after the
     keyword side has run, so a caller can embed the query while SQLite searches the text.
 
     ``hides`` (a shared mode's test for private paths) makes the search read the public part of
     the index only: private chunks are neither candidates nor part of the keyword statistics, so
-    they cannot shift the scores of what is shown.  Each result is checked against ``hides``
+    they cannot shift the scores of what is shown.  Each candidate is checked against ``hides``
     once more, for paths private now that were indexed when they were not."""
-    include_private = hides is None
-    pool = params.max_results * params.candidate_multiplier
-    match = match_expression(informative_terms(store, search_terms(query), include_private))
-    keyword = store.keyword_candidates(match, pool, include_private) if match else []
-    if callable(query_vector):
-        query_vector = query_vector()
-    vector = store.vector_candidates(query_vector, pool, include_private) if query_vector is not None else []
+    options = params.options
+    found = score_units(store, query, query_vector, hides is None, hides, Scope(options))
+    scored = found.ranked
+    if options.decay_days:
+        scored = _decay(scored, options.decay_days, today or dt.datetime.now(dt.timezone.utc).date())
+    scored = [s for s in scored if s.score >= params.min_score]
+    shown: dict[str, list[tuple[int, int]]] = {}
+    results: list[SearchResult] = []
+    chosen: list[np.ndarray] = []
+    remaining = list(scored)
+    while remaining and len(results) < params.max_results:
+        item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr)
+        spans = shown.get(item.chunk.path, [])
+        if any(a <= item.unit.start_line and item.unit.end_line <= b for a, b in spans):
+            continue  # already in an earlier result's snippet
+        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars)
+        shown.setdefault(item.chunk.path, []).append((start, end))
+        if item.unit.vector:
+            chosen.append(np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32))
+        results.append(SearchResult(
+            path=item.chunk.path,
+            start_line=start,
+            end_line=end,
+            score=round(item.score, 4),
+            vector_score=round(0.0 if np.isnan(item.cosine) else max(0.0, item.cosine), 4),
+            text_score=round(item.keyword, 4),
+            snippet=snippet,
+            chunk_start_line=item.chunk.start_line,
+            chunk_end_line=item.chunk.end_line,
+        ))
+    return results
 
-    chunks = store.chunks_by_id(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]),
-                                include_private)
-    if hides is not None:
-        chunks = {cid: chunk for cid, chunk in chunks.items() if not hides(chunk.path)}
-    # A chunk deleted between the candidate query and now is dropped here too.
-    keyword = [(cid, bm25) for cid, bm25 in keyword if cid in chunks]
-    vector = [(cid, sim) for cid, sim in vector if cid in chunks]
 
-    best = max((-bm25 for _, bm25 in keyword), default=0.0)
-    text_scores = {cid: (math.sqrt(-bm25 / best) if best > 0 else 0.0) for cid, bm25 in keyword}
-    vector_scores = dict(vector)
-    missing = [cid for cid in text_scores if cid not in vector_scores]
-    if query_vector is not None and missing:
-        vector_scores.update(store.vector_similarity(query_vector, missing))
-
-    ids = list(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]))
-    scored: list[tuple[float, str, int, int, SearchResult]] = []
-    for cid in ids:
-        chunk = chunks[cid]
-        text = text_scores.get(cid, 0.0)
-        vec = max(0.0, vector_scores[cid]) if cid in vector_scores else None
-        if vec is None:
-            score = text
-        else:
-            total = params.vector_weight + params.text_weight
-            score = (params.vector_weight * vec + params.text_weight * text) / total
-        if score < params.min_score:
-            continue
-        result = SearchResult(
-            path=chunk.path,
-            start_line=chunk.start_line,
-            end_line=chunk.end_line,
-            score=round(score, 4),
-            vector_score=round(vec or 0.0, 4),
-            text_score=round(text, 4),
-            snippet=snippet(chunk.text, params.snippet_chars),
-        )
-        scored.append((-score, chunk.path, chunk.start_line, cid, result))
-    scored.sort(key=lambda item: item[:4])
-    return [item[4] for item in scored[: params.max_results]]
+def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float) -> _Scored:
+    """Maximal marginal relevance: the unit whose score, less its similarity to what is already
+    chosen, is highest (lambda weighs the two)."""
+    if not chosen:
+        return remaining.pop(0)
+    picked = np.stack(chosen)
+    best_index, best_value = 0, -np.inf
+    for index, item in enumerate(remaining):
+        similarity = 0.0
+        if item.unit.vector:
+            similarity = float(np.max(picked @ np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32)))
+        value = lam * item.score - (1 - lam) * similarity
+        if value > best_value:
+            best_index, best_value = index, value
+    return remaining.pop(best_index)

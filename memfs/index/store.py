@@ -27,11 +27,17 @@ import sqlite_vec
 
 from memfs.index.chunking import Chunk
 from memfs.index.vectors import VectorMatrix
+from memfs.workspace import FileKind
 
-SCHEMA_VERSION = "2"  # 2: private chunks apart (private_fts, vector partition)
+_KINDS = {kind.value for kind in FileKind}
+
+SCHEMA_VERSION = "3"  # 2: private chunks apart (private_fts, vector partition); 3: units
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan.
 MATRIX_MIN_VECTORS = 20_000
 VEC_KNN_MAX = 4096  # sqlite-vec's largest k
+# A scoped search (in=, after=, before=) compares this many chunks one by one at most; beyond,
+# it filters the nearest neighbours of the whole index instead.
+SCOPED_EXACT = 20_000
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 
 
@@ -55,10 +61,32 @@ class StoredChunk:
     end_line: int
     hash: str
     text: str
+    jsonl: bool = False  # a chunk of messages (its lines are messages, not the file's lines)
+
+
+@dataclass(frozen=True)
+class StoredUnit:
+    id: int
+    chunk_id: int
+    start_line: int
+    end_line: int
+    hash: str  # of the text the embedding model reads (context + text)
+    text: str
+    context: str
+    vector: bytes | None  # float16, unit length; None until embedded
+
+    @property
+    def embedding_text(self) -> str:
+        return f"{self.context}\n{self.text}" if self.context else self.text
 
 
 class StoreError(RuntimeError):
     pass
+
+
+def half(vector: bytes) -> bytes:
+    """A float32 vector stored in half the bytes (float16; cosines change by < 1e-3)."""
+    return np.frombuffer(vector, dtype=np.float32).astype(np.float16).tobytes()
 
 
 def _connect(path: Path) -> apsw.Connection:
@@ -119,11 +147,18 @@ class Store:
                 CREATE TABLE IF NOT EXISTS chunks(
                     id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
                     end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
-                    embedded INTEGER NOT NULL DEFAULT 0, private INTEGER NOT NULL DEFAULT 0);
+                    embedded INTEGER NOT NULL DEFAULT 0, private INTEGER NOT NULL DEFAULT 0,
+                    jsonl INTEGER NOT NULL DEFAULT 0, first_day TEXT, last_day TEXT);
                 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, start_line);
                 CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(id) WHERE embedded = 0;
                 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
                 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, row);
+                CREATE TABLE IF NOT EXISTS units(
+                    id INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, start_line INTEGER NOT NULL,
+                    end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
+                    context TEXT NOT NULL DEFAULT '', vector BLOB);
+                CREATE INDEX IF NOT EXISTS units_chunk ON units(chunk_id);
+                CREATE INDEX IF NOT EXISTS units_pending ON units(id) WHERE vector IS NULL;
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts_vocab USING fts5vocab(private_fts, row);
                 CREATE TABLE IF NOT EXISTS cache.embedding_cache(
@@ -218,24 +253,41 @@ class Store:
         chunk_hashes: list[str],
         fts_bodies: list[str],
         cached: dict[str, bytes],
+        unit_hashes: list[list[str]] | None = None,
+        days: list[tuple[str | None, str | None]] | None = None,
     ) -> int:
-        """Swap a file's chunks for new ones in one transaction; returns how many still need an
-        embedding (those whose text hash is not in ``cached``)."""
+        """Swap a file's chunks (and their units) for new ones in one transaction; returns how
+        many still need an embedding (those whose text hash is not in ``cached``).  ``days``:
+        each chunk's first and last date (None for undated text)."""
         pending = 0
         private = int(record.private)
+        jsonl = int(FileKind(record.kind).is_jsonl) if record.kind in _KINDS else 0
         fts = "private_fts" if private else "chunks_fts"
         with self.transaction() as conn:
             self._delete_chunks(conn, record.path)
             vec = self.has_vectors
-            for chunk, digest, body in zip(chunks, chunk_hashes, fts_bodies):
+            for position, (chunk, digest, body) in enumerate(zip(chunks, chunk_hashes, fts_bodies)):
                 vector = cached.get(digest)
+                first_day, last_day = days[position] if days else (None, None)
                 conn.execute(
-                    "INSERT INTO chunks(path, start_line, end_line, hash, text, embedded, private) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (record.path, chunk.start_line, chunk.end_line, digest, chunk.text, int(vector is not None), private),
+                    "INSERT INTO chunks(path, start_line, end_line, hash, text, embedded, private, jsonl, "
+                    "first_day, last_day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record.path, chunk.start_line, chunk.end_line, digest, chunk.text, int(vector is not None),
+                     private, jsonl, first_day, last_day),
                 )
                 chunk_id = conn.last_insert_rowid()
                 conn.execute(f"INSERT INTO {fts}(rowid, body) VALUES (?, ?)", (chunk_id, body))
+                hashes = unit_hashes[position] if unit_hashes else []
+                for unit, unit_hash in zip(chunk.units, hashes):
+                    unit_vector = cached.get(unit_hash)
+                    conn.execute(
+                        "INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        (chunk_id, unit.start_line, unit.end_line, unit_hash, unit.text, unit.context,
+                         half(unit_vector) if unit_vector is not None else None),
+                    )
+                    if unit_vector is None and vec:
+                        pending += 1
                 if vector is not None and vec:
                     conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
                                  (chunk_id, private, vector))
@@ -256,6 +308,7 @@ class Store:
         if not rows:
             return
         vec = self.has_vectors
+        conn.execute("DELETE FROM units WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?)", (path,))
         for chunk_id, private in rows:
             conn.execute(f"DELETE FROM {'private_fts' if private else 'chunks_fts'} WHERE rowid = ?", (chunk_id,))
             if vec:
@@ -309,10 +362,44 @@ class Store:
         return [StoredChunk(*r) for r in rows]
 
     def pending_count(self) -> int:
+        """Chunks and units still waiting for their vectors."""
         if not self.has_vectors:
             return 0
         with self.lock:
-            return int(self.conn.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0])
+            chunks = self.conn.execute("SELECT count(*) FROM chunks WHERE embedded = 0").fetchone()[0]
+            units = self.conn.execute("SELECT count(*) FROM units WHERE vector IS NULL").fetchone()[0]
+        return int(chunks) + int(units)
+
+    def pending_units(self, limit: int) -> list[StoredUnit]:
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector FROM units "
+                "WHERE vector IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
+        return [StoredUnit(*r) for r in rows]
+
+    def store_unit_vectors(self, provider: str, model: str, items: list[tuple[StoredUnit, np.ndarray]]) -> None:
+        """Cache fresh unit vectors and attach them to units that still have the same text."""
+        now = time.time()
+        with self.transaction() as conn:
+            for unit, vector in items:
+                full = np.asarray(vector, dtype=np.float32)
+                conn.execute(
+                    "INSERT OR REPLACE INTO cache.embedding_cache(provider, model, hash, dims, vector, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (provider, model, unit.hash, len(full), full.tobytes(), now))
+                conn.execute("UPDATE units SET vector = ? WHERE id = ? AND hash = ? AND vector IS NULL",
+                             (half(full.tobytes()), unit.id, unit.hash))
+
+    def units_of(self, chunk_ids: Iterable[int]) -> list[StoredUnit]:
+        """The units of the given chunks, in file order."""
+        wanted = list(chunk_ids)
+        if not wanted:
+            return []
+        marks = ",".join("?" * len(wanted))
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector FROM units "
+                f"WHERE chunk_id IN ({marks}) ORDER BY chunk_id, start_line", wanted).fetchall()
+        return [StoredUnit(*r) for r in rows]
 
     def store_vectors(
         self, provider: str, model: str, items: list[tuple[StoredChunk, np.ndarray]]
@@ -345,20 +432,22 @@ class Store:
     def _tables(include_private: bool) -> tuple[str, ...]:
         return ("chunks_fts", "private_fts") if include_private else ("chunks_fts",)
 
-    def keyword_candidates(self, match: str, limit: int, include_private: bool = True) -> list[tuple[int, float]]:
+    def keyword_candidates(self, match: str, limit: int, include_private: bool = True,
+                           where: str = "", params: Iterable[object] = ()) -> list[tuple[int, float]]:
         """(chunk id, bm25) best first; bm25 is negative, more negative is better.  Each FTS
-        table ranks with its own statistics; with private chunks, the two lists are merged."""
+        table ranks with its own statistics; with private chunks, the two lists are merged.
+        ``where`` limits the chunks (a condition on ``chunks c``)."""
         found: list[tuple[int, float]] = []
+        extra = list(params)
         with self.lock:
             for table in self._tables(include_private):
-                found += [
-                    (int(r[0]), float(r[1]))
-                    for r in self.conn.execute(
-                        f"SELECT rowid, bm25({table}) AS score FROM {table} WHERE {table} MATCH ? "
-                        "ORDER BY score, rowid LIMIT ?",
-                        (match, limit),
-                    )
-                ]
+                if where:
+                    sql = (f"SELECT f.rowid, bm25({table}) AS score FROM {table} f JOIN chunks c ON c.id = f.rowid "
+                           f"WHERE {table} MATCH ? AND {where} ORDER BY score, f.rowid LIMIT ?")
+                else:
+                    sql = (f"SELECT rowid, bm25({table}) AS score FROM {table} WHERE {table} MATCH ? "
+                           "ORDER BY score, rowid LIMIT ?")
+                found += [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, *extra, limit))]
         found.sort(key=lambda item: (item[1], item[0]))
         return found[:limit]
 
@@ -401,11 +490,28 @@ class Store:
         self._matrix, self._matrix_version = matrix, version
         return matrix
 
-    def vector_candidates(self, query: np.ndarray, k: int, include_private: bool = True) -> list[tuple[int, float]]:
+    def vector_candidates(self, query: np.ndarray, k: int, include_private: bool = True,
+                          where: str = "", params: Iterable[object] = ()) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity), best first: sqlite-vec's KNN, or the in-memory matrix
-        once the index is large."""
+        once the index is large.  With ``where`` (a condition on ``chunks c``), the chunks it
+        allows are compared one by one when they are few, else the nearest are filtered."""
         if not self.has_vectors:
             return []
+        if where:
+            scope = "" if include_private else " AND c.private = 0"
+            with self.lock:
+                allowed = [int(r[0]) for r in self.conn.execute(
+                    f"SELECT c.id FROM chunks c WHERE c.embedded = 1 AND {where}{scope} LIMIT ?",
+                    (*params, SCOPED_EXACT + 1))]
+            if len(allowed) <= SCOPED_EXACT:
+                found = sorted(self.vector_similarity(query, allowed).items(), key=lambda kv: (-kv[1], kv[0]))
+                return found[:k]
+            near = self.vector_candidates(query, min(VEC_KNN_MAX, k * 20), include_private)
+            with self.lock:
+                marks = ",".join("?" * len(near))
+                ok = {int(r[0]) for r in self.conn.execute(
+                    f"SELECT c.id FROM chunks c WHERE c.id IN ({marks}) AND {where}", (*[i for i, _ in near], *params))}
+            return [(cid, sim) for cid, sim in near if cid in ok][:k]
         with self.lock:
             matrix = self._vector_matrix()
             if matrix is not None:
@@ -423,14 +529,17 @@ class Store:
         if not ids or not self.has_vectors:
             return {}
         with self.lock:
-            if self._matrix is not None:
+            if self._vector_matrix() is not None and self._matrix is not None:
                 return self._matrix.similarity(query, ids)
             blob = np.asarray(query, dtype=np.float32).tobytes()
-            marks = ",".join("?" * len(ids))
-            rows = self.conn.execute(
-                f"SELECT rowid, vec_distance_cosine(embedding, ?) FROM chunks_vec WHERE rowid IN ({marks})",
-                (blob, *ids),
-            ).fetchall()
+            rows = []
+            for begin in range(0, len(ids), 900):
+                batch = ids[begin : begin + 900]
+                marks = ",".join("?" * len(batch))
+                rows += self.conn.execute(
+                    f"SELECT rowid, vec_distance_cosine(embedding, ?) FROM chunks_vec WHERE rowid IN ({marks})",
+                    (blob, *batch),
+                ).fetchall()
         return {int(r[0]): 1.0 - float(r[1]) for r in rows}
 
     def chunks_by_id(self, ids: Iterable[int], include_private: bool = True) -> dict[int, StoredChunk]:
@@ -441,9 +550,10 @@ class Store:
         scope = "" if include_private else " AND private = 0"
         with self.lock:
             rows = self.conn.execute(
-                f"SELECT id, path, start_line, end_line, hash, text FROM chunks WHERE id IN ({marks}){scope}", wanted
+                f"SELECT id, path, start_line, end_line, hash, text, jsonl FROM chunks WHERE id IN ({marks}){scope}",
+                wanted,
             ).fetchall()
-        return {int(r[0]): StoredChunk(*r) for r in rows}
+        return {int(r[0]): StoredChunk(*r[:6], bool(r[6])) for r in rows}
 
     def embedded_ids(self, ids: Iterable[int]) -> set[int]:
         wanted = list(ids)
@@ -470,12 +580,16 @@ class Store:
                 f"SELECT count(*), coalesce(sum(error != ''), 0) FROM files {where}", hidden).fetchone()
             chunks = self.conn.execute(
                 f"SELECT count(*), coalesce(sum(embedded = 0), 0) FROM chunks {where}", hidden).fetchone()
+            scope = f"WHERE chunk_id IN (SELECT id FROM chunks {where})" if where else ""
+            units = self.conn.execute(
+                f"SELECT count(*), coalesce(sum(vector IS NULL), 0) FROM units {scope}", hidden).fetchone()
             cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {
             "files": int(files[0]),
             "skipped": int(files[1]),
             "chunks": int(chunks[0]),
-            "pending": int(chunks[1]) if self.has_vectors else 0,
+            "units": int(units[0]),
+            "pending": int(chunks[1]) + int(units[1]) if self.has_vectors else 0,
             "cached_embeddings": int(cached),
         }
 

@@ -1,14 +1,21 @@
-"""Text preparation for the keyword index: CJK segmentation and safe FTS5 query building.
+"""Text preparation for the keyword index: CJK segmentation, symbols as words, safe FTS5 query
+building, and the query's terms as FTS5 itself stems them.
 
 FTS5's unicode61 tokenizer keeps a run of Han/Kana/Hangul characters as one token, so a Chinese
 query word would only match a whole sentence.  Both the indexed text and the query put spaces
-between CJK characters; a query's CJK run then becomes a phrase of adjacent characters.
+between CJK characters; a query's CJK run then becomes a phrase of adjacent characters.  It also
+drops symbols (emoji, €, →) as separators: both sides write each as a word of its own
+(``sym1f680``) so they can be searched for.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+import threading
 import unicodedata
+
+import apsw
 
 _CJK = (
     "\u3040-\u30ff"  # Hiragana, Katakana
@@ -37,13 +44,59 @@ def segment_cjk(text: str) -> str:
     return _CJK_RUN.sub(lambda m: " " + " ".join(m.group(0)) + " ", text)
 
 
+_SYMBOLS = frozenset({"So", "Sc", "Sm"})  # other, currency and maths symbols (emoji are "So")
+
+
+def symbols_as_words(text: str) -> str:
+    """Every non-ASCII symbol as a word of its own (skin-tone modifiers and joiners dropped, so
+    👍🏽 finds 👍)."""
+    if text.isascii():
+        return text
+    out = []
+    for char in text:
+        category = unicodedata.category(char) if ord(char) > 127 else ""
+        if category in _SYMBOLS:
+            out.append(f" sym{ord(char):x} ")
+        elif category == "Sk":
+            out.append(" ")  # skin tones and other modifiers qualify a symbol, they are no word
+        else:
+            out.append(char)
+    return "".join(out)
+
+
+def fts_body(text: str) -> str:
+    """What the keyword index reads of a text."""
+    return symbols_as_words(segment_cjk(text))
+
+
+_local = threading.local()
+
+
+def _tokenizer() -> apsw.FTS5Tokenizer:
+    if not hasattr(_local, "tokenizer"):
+        _local.connection = apsw.Connection(":memory:")
+        _local.tokenizer = _local.connection.fts5_tokenizer("porter", ["unicode61", "remove_diacritics", "2"])
+    return _local.tokenizer
+
+
+@functools.lru_cache(maxsize=65_536)
+def stems(text: str) -> frozenset[str]:
+    """The terms FTS5 indexes for ``text`` (the same tokenizer: porter over unicode61)."""
+    tokens = _tokenizer()(fts_body(text).encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_DOCUMENT, None,
+                          include_offsets=False, include_colocated=False)
+    return frozenset(tokens)
+
+
+MAX_QUERY_TERMS = 64  # a 10,000-character query still searches quickly, on its first words
+
+
 def query_terms(query: str) -> list[str]:
-    """The searchable terms of a user query: words (lower-cased) and CJK runs.
+    """The searchable terms of a user query: words (lower-cased), CJK runs and symbols.
 
     FTS5 operators, quotes, parentheses, column filters and other punctuation are dropped here,
     so no user input can form FTS5 syntax.
     """
-    text = unicodedata.normalize("NFKC", query)
+    text = symbols_as_words(unicodedata.normalize("NFKC", query))
     terms: list[str] = []
     for match in _WORD.finditer(text):
         word = match.group(0).replace("_", " ").strip()
@@ -58,7 +111,7 @@ def query_terms(query: str) -> list[str]:
         if term not in seen:
             seen.add(term)
             unique.append(term)
-    return unique
+    return unique[:MAX_QUERY_TERMS]
 
 
 def _split_mixed(word: str) -> list[str]:
@@ -78,11 +131,10 @@ def _split_mixed(word: str) -> list[str]:
 
 
 def search_terms(query: str) -> list[str]:
-    """The query's terms worth searching for: stopwords are dropped unless the query has nothing
-    else, so "what did we decide" searches for "decide" only, while "the who" still finds something."""
-    terms = query_terms(query)
-    content = [t for t in terms if t not in STOPWORDS]
-    return content or terms
+    """The query's terms worth searching for: stopwords are dropped, so "what did we decide"
+    searches for "decide" only, and a query of stopwords alone ("the and of") has no keyword
+    side at all: matching "the" says nothing about relevance."""
+    return [t for t in query_terms(query) if t not in STOPWORDS]
 
 
 def match_expression(terms: list[str]) -> str | None:

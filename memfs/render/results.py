@@ -46,9 +46,10 @@ def render_markdown(response: SearchResponse) -> str:
     lines.append("")
     if results:
         first = results[0]
+        start, end = first.chunk_start_line or first.start_line, first.chunk_end_line or first.end_line
         lines.append(
-            f"Read more: sed -n '{first.start_line},{first.end_line}p' {shlex.quote(first.path)}  "
-            f"(or: memfs get {shlex.quote(first.path)} --from {first.start_line})"
+            f"Read around it: sed -n '{start},{end}p' {shlex.quote(first.path)}  "
+            f"(or: memfs get {shlex.quote(first.path)} --from {start} --lines {end - start + 1})"
         )
     else:
         lines.append("No results. Try other words, or a lower minimum score (memfs search --min-score 0.1).")

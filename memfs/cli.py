@@ -12,9 +12,10 @@ from typing import Any
 
 import click
 
-from memfs.config import Config, ConfigError, load_config, parse_override
-from memfs.memory import BadOption, GetError, Memory, NotAllowed, SearchOptions, UnknownMode, parse_options
-from memfs.mounttable import log_file, memfs_mount_containing, read_record
+from memfs.config import Config, ConfigError, load_config, parse_override, trusted_state_dir
+from memfs.memory import (BadOption, GetError, IndexBusy, Memory, NotAllowed, SearchOptions, UnknownMode,
+                          parse_options)
+from memfs.mounttable import live_record, log_file, memfs_mount_containing
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 from memfs.workspace import init_workspace
@@ -65,30 +66,45 @@ def _options(opts: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _config(opts: dict[str, Any]) -> Config:
-    """The effective configuration; a workspace that is (inside) a memfs mount means the mount's
-    own workspace, agent and mode, unless those are given explicitly."""
+def _config(opts: dict[str, Any], needs_workspace: bool = True) -> Config:
+    """The effective configuration.  A workspace that is (inside) a memfs mount means the
+    mount's own workspace, with the agent and the settings it was started with; inside a
+    shared-mode mount the mode is shared, whatever is asked."""
     opts = _options(opts)
     _setup_logging(opts["verbose"])
     overrides = [parse_override(o) for o in opts["overrides"]] if opts["overrides"] else []
+    mode = opts["mode"]
+    start = Path(os.path.expanduser(str(opts["workspace"] or os.environ.get("MEMFS_WORKSPACE") or Path.cwd())))
+    point = memfs_mount_containing(start.resolve()) if start.exists() else None
+    workspace, agent, config_file = opts["workspace"], opts["agent"], opts["config_file"]
+    if point is not None:
+        record = live_record(trusted_state_dir(), point)
+        if record is None:
+            if needs_workspace:
+                raise click.ClickException(
+                    f"{start} is inside the memfs mount {point}, which has no running daemon recorded in "
+                    f"{trusted_state_dir()} (another MEMFS_STATE_DIR?): pass --workspace with the workspace folder")
+        else:
+            if record.mode != "main":
+                if mode is not None and mode.strip().lower() == "main":
+                    raise click.ClickException(f"{point} is a shared-mode mount: the main mode is not available in it")
+                mode = record.mode
+            elif mode is None and "MEMFS_MODE" not in os.environ:
+                mode = record.mode
+            workspace = Path(record.workspace)
+            agent = agent or (None if "MEMFS_AGENT" in os.environ else record.agent)
+            config_file = config_file or record.config_file or None
+            overrides = [parse_override(o) for o in record.overrides] + overrides
     try:
-        cfg = load_config(workspace=opts["workspace"], agent=opts["agent"], mode=opts["mode"],
-                          config_file=opts["config_file"], overrides=overrides)
-        point = memfs_mount_containing(cfg.workspace)
-        record = read_record(cfg.state_dir, point) if point is not None else None
-        if point is not None and record is not None:
-            sub = cfg.workspace.relative_to(point)
-            explicit_mode = opts["mode"] is not None or "MEMFS_MODE" in os.environ
-            explicit_agent = opts["agent"] is not None or "MEMFS_AGENT" in os.environ
-            cfg = load_config(workspace=Path(record.workspace) / sub,
-                              agent=opts["agent"] if explicit_agent else record.agent,
-                              mode=opts["mode"] if explicit_mode else record.mode,
-                              config_file=opts["config_file"], overrides=overrides)
-            cfg.sources["workspace"] = f"the mount {point}"
-            if not explicit_mode:
-                cfg.sources["mode"] = f"the mount {point}"
+        cfg = load_config(workspace=workspace, agent=agent, mode=mode, config_file=config_file, overrides=overrides)
     except ConfigError as exc:
         raise click.ClickException(f"config: {exc}") from None
+    if cfg.mode != "main":
+        # Per-file log lines (a rebuild, a skipped file) would name private files.
+        for name in ("memfs.index", "memfs.memory", "memfs.state"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    if point is not None and workspace is not None and Path(workspace) != Path(opts["workspace"] or "/nonexistent"):
+        cfg.sources["workspace"] = f"the mount {point}"
     return cfg
 
 
@@ -101,8 +117,7 @@ def _memory(cfg: Config, must_exist: bool = True) -> Memory:
     point = memfs_mount_containing(cfg.workspace)
     if point is not None:
         raise click.ClickException(
-            f"{cfg.workspace} is inside the memfs mount {point}, whose record is not in {cfg.state_dir} "
-            "(another MEMFS_STATE_DIR?): pass --workspace with the workspace folder itself")
+            f"{cfg.workspace} is inside the memfs mount {point}: pass --workspace with the workspace folder itself")
     return Memory(cfg)
 
 
@@ -159,16 +174,16 @@ def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
 def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     """Index the workspace's memory files (incremental: unchanged files are skipped)."""
     cfg = _config(opts)
-    privacy_quiet = cfg.mode != "main"
-    if privacy_quiet:
-        # Per-file log lines would name private files; a shared caller gets the counts only.
-        logging.getLogger("memfs.index").setLevel(logging.ERROR)
+    privacy_quiet = cfg.mode != "main"  # a shared caller gets the counts only
     memory = _memory(cfg)
     files_bar, files_done = _bar("reading files")
     embed_bar, embed_done = _bar("embedding chunks")
     try:
         if rebuild:
-            outcomes = memory.rebuild(progress=files_bar)
+            try:
+                outcomes = memory.rebuild(progress=files_bar)
+            except IndexBusy as exc:
+                raise click.ClickException(str(exc)) from None
             files_done()
         else:
             outcomes = memory.indexer.reconcile(files_bar)
@@ -340,7 +355,7 @@ def sync(as_json: bool, **opts: Any) -> None:
 @global_options
 def config_cmd(as_json: bool, **opts: Any) -> None:
     """Print the effective settings and where each came from."""
-    cfg = _config(opts)
+    cfg = _config(opts, needs_workspace=False)
     leaves = cfg.leaves()
     if as_json:
         click.echo(json.dumps({k: {"value": v if isinstance(v, (int, float, str, list)) else str(v), "source": s}
@@ -376,7 +391,9 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
         if foreground:
             if opts["verbose"] == 0:
                 logging.getLogger().setLevel(logging.INFO)
-            lifecycle.Daemon(cfg, target).run()
+            launch = {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,
+                      "config_file": opts["config_file"], "overrides": [parse_override(o) for o in opts["overrides"]]}
+            lifecycle.Daemon(cfg, target, launch).run()
             return
         argv = [sys.executable, "-m", "memfs", "mount", str(cfg.workspace), str(target), "--foreground",
                 "--agent", cfg.agent, "--mode", cfg.mode, "--set", f"state_dir={cfg.state_dir}"]
@@ -399,7 +416,7 @@ def umount(mountpoint: Path, **opts: Any) -> None:
     """Unmount cleanly (also clears a stale mount left by a crashed memfs)."""
     from memfs.fs import mount as lifecycle
 
-    cfg = _config(opts)
+    cfg = _config(opts, needs_workspace=False)
     target = Path(os.path.abspath(mountpoint.expanduser()))
     try:
         outcome = lifecycle.unmount(target, cfg.state_dir)

@@ -138,6 +138,8 @@ class BundleConfig(_Section):
                 pattern.format(today="d", yesterday="d")
             except (KeyError, IndexError, ValueError) as exc:
                 raise ValueError(f"{pattern!r}: only {{today}} and {{yesterday}} may appear in braces ({exc})")
+            if pattern.startswith(("/", "~")) or ".." in pattern.split("/"):
+                raise ValueError(f"{pattern!r}: bundle files are paths inside the workspace (no '..', not absolute)")
         return files
 
 
@@ -147,10 +149,13 @@ class PrivacyConfig(_Section):
     # transcripts are private by default: a main session's transcript holds what the agent read
     # from MEMORY.md and what was said in private.
     private_paths: list[str] = Field(default_factory=lambda: ["MEMORY.md", "memory.md", "sessions"])
+    # The folders a shared-mode mount may change (daily logs and notes, the sync inbox); all the
+    # rest (AGENTS.md and the other instructions, .memfs.toml, .git) is read-only to it.
+    shared_writable: list[str] = Field(default_factory=lambda: ["memory", "clawgpt-memory"])
 
-    split_lists = field_validator("private_paths", mode="before")(_split_list)
+    split_lists = field_validator("private_paths", "shared_writable", mode="before")(_split_list)
 
-    @field_validator("private_paths")
+    @field_validator("private_paths", "shared_writable")
     @classmethod
     def check_patterns(cls, patterns: list[str]) -> list[str]:
         cleaned = []
@@ -209,7 +214,7 @@ class Config(_Section):
     agent: str = "main"
     # main sees everything; any other mode is shared: private paths do not exist for it.
     mode: str = MAIN_MODE
-    state_dir: Path = Field(default_factory=lambda: _default_state_dir())
+    state_dir: Path = Field(default_factory=lambda: default_state_dir())
     chunking: ChunkingConfig = Field(default_factory=ChunkingConfig)
     search: SearchConfig = Field(default_factory=SearchConfig)
     embedding: EmbeddingConfig = Field(default_factory=EmbeddingConfig)
@@ -248,6 +253,7 @@ class Config(_Section):
 
 
 WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-memory")
+CONFIG_FILE = ".memfs.toml"  # a workspace's own settings
 # Environment variables that are not settings but are ours all the same.
 OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR"})
 # Settings renamed since they were introduced: the old key keeps working.
@@ -260,7 +266,7 @@ RETIRED = {
 }
 
 
-def _default_state_dir() -> Path:
+def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "memfs"
 
@@ -364,10 +370,26 @@ def find_workspace(start: Path) -> Path | None:
     return None
 
 
+def trusted_state_dir(env: typing.Mapping[str, str] | None = None) -> Path:
+    """The state directory as the user set it (env, then the user's own config file), never as a
+    workspace's .memfs.toml says: what a workspace holds may have been written by a shared agent."""
+    env = os.environ if env is None else env
+    if env.get("MEMFS_STATE_DIR"):
+        return Path(os.path.expanduser(env["MEMFS_STATE_DIR"])).resolve()
+    user = config_file_candidates(None)[0]
+    try:
+        table = tomllib.loads(user.read_text(encoding="utf-8"))
+        if isinstance(table.get("state_dir"), str):
+            return Path(os.path.expanduser(table["state_dir"])).resolve()
+    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+        pass
+    return default_state_dir().resolve()
+
+
 def config_file_candidates(workspace: Path | None) -> list[Path]:
     paths: list[Path] = []
     if workspace is not None:
-        paths.append(workspace / ".memfs.toml")
+        paths.append(workspace / CONFIG_FILE)
     xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     paths.append(Path(xdg) / "memfs" / "config.toml")
     return paths

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import fcntl
 import logging
 import os
 import threading
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memfs.config import MAIN_MODE, SHARED_MODE, Config
+from memfs.config import MAIN_MODE, SHARED_MODE, Config, PrivacyConfig
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import (QUERY_EMBED_CHARS, BadOption, SearchOptions, SearchParams, SearchResponse,
@@ -71,6 +72,10 @@ class UnknownMode(ValueError):
     pass
 
 
+class IndexBusy(RuntimeError):
+    """The index cannot be replaced now: another process uses it."""
+
+
 class NotAllowed(PermissionError):
     """What a shared mode may not read (the main context bundle)."""
 
@@ -84,15 +89,26 @@ class Memory:
         self._embed_lock = threading.Lock()
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self.paths: StatePaths = locate(cfg)
-        self.store = Store(self.paths.index, self.paths.cache)
-        self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
-        self.indexer = Indexer(cfg, self.store, self.provider)
-        if self.store.outdated:
-            log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
-                        self.paths.index)
-            self.rebuild()
-        self._check_fingerprint()
-        self._check_workspace()
+        # Every process using this index holds a shared lock on it; replacing the file (a
+        # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
+        self._using = open(str(self.paths.index) + ".lock", "a")
+        with open(str(self.paths.index) + ".setup", "a") as setup:
+            fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
+            self.store = Store(self.paths.index, self.paths.cache)
+            self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
+            self.indexer = Indexer(cfg, self.store, self.provider)
+            if self.store.outdated:
+                log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
+                            self.paths.index)
+                self.rebuild()
+            self._check_fingerprint()
+            self._check_workspace()
+            fcntl.flock(self._using, fcntl.LOCK_SH)
+
+    def set_privacy(self, settings: PrivacyConfig) -> None:
+        """New privacy settings (the workspace's .memfs.toml changed under a running mount)."""
+        self.cfg.privacy = settings
+        self.indexer.privacy = Privacy(settings.private_paths, SHARED_MODE)
 
     def privacy(self, mode: str | None = None) -> Privacy:
         """What ``mode`` (default: the configured one) may see."""
@@ -108,9 +124,13 @@ class Memory:
         recorded = WorkspaceIdentity.from_json(raw) if raw else None
         if recorded == wanted:
             return
-        moved = recorded is not None and (recorded.dev, recorded.ino) == (wanted.dev, wanted.ino)
-        if moved:
-            log.info("workspace moved from %s to %s: reconciling its index", recorded.path, wanted.path)
+        # The same folder at another path (moved), or the same path with another device number
+        # (overlay and network file systems renumber devices): its own files, reconciled.
+        same = recorded is not None and ((recorded.dev, recorded.ino) == (wanted.dev, wanted.ino)
+                                         or recorded.path == wanted.path)
+        if same:
+            assert recorded is not None
+            log.info("workspace %s is now %s: reconciling its index", recorded.path, wanted.path)
             self.indexer.reconcile()
         elif raw is not None or self.store.files():
             log.warning("index %s was made for %s; rebuilding it for %s before use", self.paths.index,
@@ -146,14 +166,39 @@ class Memory:
         if current is None:
             self.store.set_fingerprint(wanted, int(wanted["dims"]))  # type: ignore[arg-type]
         elif current != wanted:
+            if self._served_elsewhere():
+                log.warning("index %s is served by a running mount built with %s; this command uses it as it "
+                            "is (its settings differ: %s)", self.paths.index, current, wanted)
+                return
             log.warning("index was built with %s; rebuilding for %s", current, wanted)
             self.rebuild()
 
+    def _served_elsewhere(self) -> bool:
+        """Whether another process uses this index (holds its lock)."""
+        try:
+            fcntl.flock(self._using, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(self._using, fcntl.LOCK_SH)
+        return False
+
     def rebuild(self, progress: Progress | None = None) -> list[Outcome]:
         """Build a fresh index beside the old one, then swap it in atomically.  Searches keep using
-        the old index until the swap; the embedding cache carries over."""
+        the old index until the swap; the embedding cache carries over.  Refused (IndexBusy) while
+        another process uses the index: a running mount would go on with the old file."""
+        try:
+            fcntl.flock(self._using, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexBusy(f"{self.paths.index} is in use by a running mount or another memfs: unmount "
+                            "(`memfs umount MOUNTPOINT`) before rebuilding it") from None
+        try:
+            return self._rebuild(progress)
+        finally:
+            fcntl.flock(self._using, fcntl.LOCK_SH)
+
+    def _rebuild(self, progress: Progress | None) -> list[Outcome]:
         target = self.paths.index
-        scratch = target.with_name(target.name + ".rebuild")
+        scratch = target.with_name(f"{target.name}.rebuild-{os.getpid()}")
         for suffix in ("", "-wal", "-shm"):
             Path(str(scratch) + suffix).unlink(missing_ok=True)
         fresh = Store(scratch, self.paths.cache)
@@ -279,8 +324,9 @@ class Memory:
             privacy = self.privacy(mode)
             results = hybrid_search(self.store, query, embedding.result if embedding else None, params,
                                     hides=privacy.is_private if privacy.shared else None)
-            generation = self.store.generation
-            pending = self.store.pending_count()
+            generation = None if privacy.shared else self.store.generation
+            pending = (self.store.counts(include_private=False)["pending"] if privacy.shared
+                       else self.store.pending_count())
         if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
             warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
         return SearchResponse(
@@ -372,13 +418,15 @@ class Memory:
         """Whether sync data is (the start of) a [CLAWGPT-SYNC] envelope, judged only whole."""
         return sync_protocol.is_envelope_start(data)
 
-    def ingest_sync(self, data: bytes, source: str = "stdin") -> IngestResult:
+    def ingest_sync(self, data: bytes, source: str = "stdin", mode: str | None = None) -> IngestResult:
         """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
-        already stored anywhere, append the rest to their date files, index those files.
-        Invalid input stores nothing, is kept under clawgpt-memory/.rejected/ and raises SyncError."""
+        already stored anywhere (a shared mode: in the day files it may see), append the rest to
+        their date files, index those files.  Invalid input stores nothing, is kept under
+        clawgpt-memory/.rejected/ and raises SyncError."""
         messages = self._parse_sync(data, source)
+        privacy = self.privacy(mode)
         try:
-            result = self.sync_store.ingest(messages)
+            result = self.sync_store.ingest(messages, privacy.is_private if privacy.shared else None)
         except SyncStoreError as exc:
             kept = self.sync_store.reject(source, data, exc.strerror or str(exc))
             log.info("refused sync data from %s: %s (kept in %s)", source, exc.strerror, kept)
@@ -405,12 +453,8 @@ class Memory:
                 continue
             try:
                 text: str | None = read_visible(self.cfg.workspace, rel, privacy).decode("utf-8", errors="replace")
-            except FileNotFoundError:
-                if privacy.shared and os.path.lexists(self.cfg.workspace / rel):
-                    continue  # there, but private for this mode (a link to a private file)
-                text = None
             except OSError:
-                text = None
+                text = None  # missing, or private for this mode: the same word for both
             files.append(bundle_render.BundleFile(rel, text))
         return bundle_render.bundle(mode, day.isoformat(), files, settings.total_tokens, settings.per_file_tokens)
 
@@ -423,11 +467,13 @@ class Memory:
         return rel
 
     def status(self, mode: str | None = None) -> dict[str, object]:
+        """What the index holds.  A shared mode counts only what it may see, and is not told what
+        moves with private text (the index's size and generation, the embedding cache): watching
+        those change would tell when, and roughly how much, MEMORY.md was edited."""
         privacy = self.privacy(mode)
-        hidden = privacy.hidden_among(r.path for r in self.store.files()) if privacy.shared else frozenset()
-        counts = self.store.counts(include_private=not privacy.shared, exclude=hidden)
+        counts = self.store.counts(include_private=not privacy.shared, exclude=self._hidden_now(privacy))
         provider = self.provider
-        return {
+        info: dict[str, object] = {
             "workspace": str(self.cfg.workspace),
             "agent": self.cfg.agent,
             "mode": privacy.mode,
@@ -442,7 +488,19 @@ class Memory:
             "index_bytes": self.store.size_bytes(),
             "uptime_s": round(time.time() - self.started, 1),
         }
+        if privacy.shared:
+            for key in ("generation", "index_path", "index_bytes", "cached_embeddings"):
+                info.pop(key)
+        return info
+
+    def _hidden_now(self, privacy: Privacy) -> frozenset[str]:
+        """Public-part paths that are private by the current settings (indexed before they became
+        private; the next reconcile moves them)."""
+        if not privacy.shared:
+            return frozenset()
+        return privacy.hidden_among(self.store.public_paths())
 
     def close(self) -> None:
         self._query_pool.shutdown(wait=True)
         self.store.close()
+        self._using.close()

@@ -26,6 +26,8 @@ class MountInfo:
     agent: str
     started: float
     mode: str = "main"
+    config_file: str = ""  # what the mount was started with, so a command run inside it agrees
+    overrides: tuple[str, ...] = ()
 
 
 def mounts_dir(state_dir: Path) -> Path:
@@ -46,9 +48,34 @@ def log_file(state_dir: Path, mountpoint: Path) -> Path:
 
 def read_record(state_dir: Path, mountpoint: Path) -> MountInfo | None:
     try:
-        return MountInfo(**json.loads(pid_file(state_dir, mountpoint).read_text()))
+        raw = json.loads(pid_file(state_dir, mountpoint).read_text())
+        raw["overrides"] = tuple(raw.get("overrides", ()))
+        return MountInfo(**raw)
     except (OSError, ValueError, TypeError):
         return None
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (and is not a zombie)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as stat_file:
+            return stat_file.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def live_record(state_dir: Path, mountpoint: Path) -> MountInfo | None:
+    """The record of the mount at ``mountpoint`` if its daemon is alive and it is still mounted."""
+    record = read_record(state_dir, mountpoint)
+    if record is None or record.mountpoint != str(mountpoint) or not alive(record.pid) or not is_mounted(mountpoint):
+        return None
+    return record
 
 
 def _unescape(field: str) -> str:

@@ -3,76 +3,91 @@
 ``privacy.private_paths`` lists paths or glob patterns (``*``, ``?``, ``[...]``): a pattern
 without ``/`` matches a file or folder of that name at any depth; a pattern with ``/`` is
 anchored at the workspace root (``**/`` in front: at any depth).  A folder that matches covers
-everything below it.  The long-term file (MEMORY.md, or memory.md) is always private.
+everything below it.  Always private, whatever the list says: the long-term file (MEMORY.md,
+memory.md) and version-control folders (``.git`` and the like hold the history of every file).
 
 The ``main`` mode sees everything.  Every other mode is shared: for it a private path does not
 exist, through any route (files on the mount, search results, the context bundle, status,
 ``memfs get``).  So that copies of private text do not slip through under other names, a shared
 mode also does not see
 
-- names an editor or a tool derives from a private file: ``.MEMORY.md.swp``, ``MEMORY.md~``,
-  ``#MEMORY.md#``, ``.#MEMORY.md``, ``MEMORY.md.bak`` / ``.orig`` / ``.tmp`` / ``.save``;
-- a symlink that leads to a private file (wherever it points from), and a hard link to one.
+- names tools derive from a private file's name (``.MEMORY.md.swp``, ``MEMORY.md~``,
+  ``#MEMORY.md#``, ``MEMORY.md.XXXXXX`` of an atomic save, ``MEMORY.md.bak``), in any component;
+- a symlink that leads to a private file or out of the workspace, and a file with more than one
+  name (a hard link could be a private file's other name).
 
-Files are judged by what was opened, not by what a path said a moment before
-(:func:`read_visible`), so swapping a symlink in between cannot smuggle a private file out.
+Symlinks are followed one ``readlink`` at a time inside the workspace (:func:`resolve_within`),
+never through a path outside it: a link into a FUSE mount is judged, not entered.  Files are
+judged by what was opened, not by what a path said a moment before (:func:`read_visible`).
 """
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import functools
 import os
 import re
 import stat
-import threading
-import time
 from collections.abc import Iterable, Sequence
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from memfs.config import MAIN_MODE
 from memfs.workspace import LONG_TERM_NAMES
 
 _GLOB = frozenset("*?[")
-# Names tools derive from the file they save: vim's swap files, backups, emacs auto-save and
-# lock files, nano's save file, patch's .orig, LibreOffice's lock.
+# Version-control folders: their objects hold every version of every file.
+VCS_DIRS = (".git", ".hg", ".svn", ".bzr", ".jj")
+ALWAYS_PRIVATE = (*LONG_TERM_NAMES, *VCS_DIRS)
+# Names tools make from the name of the file they save: vim's swap files, emacs auto-save and
+# lock files, LibreOffice's lock.
 _DERIVED = (
     re.compile(r"^\.(?P<name>.+)\.sw[a-p]$"),
-    re.compile(r"^(?P<name>.+)~$"),
-    re.compile(r"^(?P<name>.+)\.(?:bak|orig|tmp|save|swp|rej)$"),
     re.compile(r"^#(?P<name>.+)#$"),
     re.compile(r"^\.#(?P<name>.+)$"),
     re.compile(r"^\.~lock\.(?P<name>.+)#$"),
 )
-# How long a computed set of private inodes is trusted (hard links are rare; the set is only
-# looked at for files with more than one link).
-INODE_CACHE_S = 1.0
+# After a private name, what an atomic save, a backup or a numbered copy appends.
+_SUFFIX_START = re.compile(r"^(?:$|[.~_#-]|\d)")
+MAX_LINK_HOPS = 40
 
 
 class Privacy:
     def __init__(self, patterns: Sequence[str], mode: str) -> None:
         self.mode = mode
         self.shared = mode != MAIN_MODE
-        patterns = [*LONG_TERM_NAMES, *patterns]
-        self.anywhere = frozenset(p for p in patterns if "/" not in p and not _GLOB & set(p))
-        self.anywhere_globs = tuple(p for p in patterns if "/" not in p and _GLOB & set(p))
+        patterns = [*ALWAYS_PRIVATE, *patterns]
+        self.names = frozenset(p for p in patterns if "/" not in p and not _GLOB & set(p))
+        self.name_globs = tuple(p for p in patterns if "/" not in p and _GLOB & set(p))
         anchored = [p for p in patterns if "/" in p]
         self.anchored = tuple(p.removeprefix("**/") for p in anchored)
         self.deep = tuple(p.removeprefix("**/") for p in anchored if p.startswith("**/"))
         # Asked for every name a shared mount looks up: remember the answers.
         self.is_private = functools.lru_cache(maxsize=16384)(self._is_private)
-        self._inodes: tuple[float, Path | None, frozenset[tuple[int, int]]] = (0.0, None, frozenset())
-        self._inode_lock = threading.Lock()
 
-    def _matches(self, rel: str) -> bool:
-        parts = rel.split("/")
-        for part in parts:
-            if part in self.anywhere or any(fnmatch.fnmatchcase(part, g) for g in self.anywhere_globs):
+    def _name_is_private(self, name: str) -> bool:
+        """A path component: a private name, or one a tool made from a private name."""
+        if name in self.names or any(fnmatch.fnmatchcase(name, g) for g in self.name_globs):
+            return True
+        bases = [name.lstrip(".#"), name.removeprefix(".~lock.")]
+        bases += [m["name"] for d in _DERIVED if (m := d.match(name))]
+        for base in bases:
+            for private in self.names:
+                if base.startswith(private) and _SUFFIX_START.match(base[len(private):]):
+                    return True
+            if any(fnmatch.fnmatchcase(base, g) for g in self.name_globs):
                 return True
+        return False
+
+    def _is_private(self, rel: str) -> bool:
+        parts = [p for p in rel.strip("/").split("/") if p]
+        if not parts:
+            return False
+        if any(self._name_is_private(part) for part in parts):
+            return True
         prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
-        for prefix in prefixes:
-            if any(fnmatch.fnmatchcase(prefix, p) for p in self.anchored):
-                return True
+        if any(fnmatch.fnmatchcase(prefix, p) for prefix in prefixes for p in self.anchored):
+            return True
         for start in range(1, len(parts)):
             tail = parts[start:]
             for end in range(1, len(tail) + 1):
@@ -80,65 +95,22 @@ class Privacy:
                     return True
         return False
 
-    def _is_private(self, rel: str) -> bool:
-        rel = rel.strip("/")
-        if not rel:
-            return False
-        if self._matches(rel):
-            return True
-        folder, _, name = rel.rpartition("/")
-        for derived in _DERIVED:
-            match = derived.match(name)
-            if match and self._matches(f"{folder}/{match['name']}" if folder else match["name"]):
-                return True
-        return False
-
     def hides(self, rel: str) -> bool:
         """Whether ``rel`` (workspace-relative) must not exist for this mode, by its name."""
         return self.shared and self.is_private(rel)
 
-    def private_inodes(self, workspace: Path) -> frozenset[tuple[int, int]]:
-        """(st_dev, st_ino) of the private files that have other names (hard links); cached
-        briefly, since a hard link to MEMORY.md made a moment ago must not stay visible long."""
-        with self._inode_lock:
-            when, root, keys = self._inodes
-            if root == workspace and time.monotonic() - when < INODE_CACHE_S:
-                return keys
-            found = set()
-            for dirpath, dirnames, filenames in os.walk(workspace):
-                base = os.path.relpath(dirpath, workspace)
-                for name in filenames:
-                    rel = name if base == "." else f"{base}/{name}"
-                    if not self.is_private(rel):
-                        continue
-                    try:
-                        st = os.lstat(os.path.join(dirpath, name))
-                    except OSError:
-                        continue
-                    if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
-                        found.add((st.st_dev, st.st_ino))
-            self._inodes = (time.monotonic(), workspace, frozenset(found))
-            return self._inodes[2]
-
-    def is_private_file(self, workspace: Path, rel: str, st: os.stat_result, real: str | None) -> bool:
-        """Whether an opened (or lstat'ed) file is private: by its name, by where it really is
-        (``real``: its path relative to the workspace after symlinks, None if outside), or as a
-        hard link to a private file."""
-        if self.is_private(rel) or (real is not None and self.is_private(real)):
-            return True
-        return stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and (st.st_dev, st.st_ino) in self.private_inodes(workspace)
-
     def hides_entry(self, workspace: Path, rel: str, st: os.stat_result) -> bool:
         """Whether a directory entry (its lstat) must not exist for this mode: by name, as a
-        symlink that leads to a private file, or as a hard link to one."""
+        symlink that leads to a private file or out of the workspace, or as a file with more
+        than one name."""
         if not self.shared:
             return False
         if self.is_private(rel):
             return True
         if stat.S_ISLNK(st.st_mode):
-            target = real_relative(workspace, workspace / rel)
-            return target is not None and self.is_private(target)
-        return stat.S_ISREG(st.st_mode) and st.st_nlink > 1 and (st.st_dev, st.st_ino) in self.private_inodes(workspace)
+            target = resolve_within(workspace, rel)
+            return target is None or self.is_private(target)
+        return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
 
     def hidden_among(self, paths: Iterable[str]) -> frozenset[str]:
         """The paths of ``paths`` this mode must not see, by name."""
@@ -147,45 +119,53 @@ class Privacy:
         return frozenset(p for p in paths if self.is_private(p))
 
 
-def real_relative(workspace: Path, path: Path | str) -> str | None:
-    """Where ``path`` really is (symlinks followed), relative to the workspace; None outside."""
-    try:
-        real = os.path.realpath(path)
-    except OSError:
-        return None
+def resolve_within(workspace: Path, rel: str) -> str | None:
+    """Where ``workspace/rel`` leads, following symlinks one readlink at a time, relative to the
+    workspace; None when it leaves the workspace or loops.  Nothing outside the workspace is
+    ever looked at (a link into a FUSE mount, even this memfs's own, is judged, not entered),
+    and a missing component ends the walk: the rest is taken as written."""
     root = os.path.realpath(workspace)
-    if real == root:
-        return ""
-    if not real.startswith(root + "/"):
-        return None
-    return real[len(root) + 1 :]
+    pending = [p for p in rel.split("/") if p not in ("", ".")]
+    resolved: list[str] = []
+    hops = 0
+    while pending:
+        part = pending.pop(0)
+        if part == "..":
+            if not resolved:
+                return None
+            resolved.pop()
+            continue
+        candidate = os.path.join(root, *resolved, part)
+        try:
+            st = os.lstat(candidate)
+        except OSError:  # missing: the rest of the path is taken as written
+            for rest in [part, *pending]:
+                if rest != "..":
+                    resolved.append(rest)
+                elif not resolved:
+                    return None
+                else:
+                    resolved.pop()
+            return "/".join(resolved)
+        if not stat.S_ISLNK(st.st_mode):
+            resolved.append(part)
+            continue
+        hops += 1
+        if hops > MAX_LINK_HOPS:
+            return None
+        target = os.readlink(candidate)
+        if os.path.isabs(target):
+            target = os.path.normpath(target)
+            if target != root and not target.startswith(root + "/"):
+                return None
+            resolved = []
+            target = target[len(root) + 1 :]
+        pending = [p for p in target.split("/") if p not in ("", ".")] + pending
+    return "/".join(resolved)
 
 
 def _fd_path(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
-
-
-def read_visible(workspace: Path, rel: str, privacy: Privacy) -> bytes:
-    """The bytes of a workspace file, judged by what was actually opened: FileNotFoundError if
-    it is missing or private for ``privacy`` (the same answer, so a shared reader learns
-    nothing), IsADirectoryError for a folder."""
-    fd = os.open(workspace / rel, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if stat.S_ISDIR(st.st_mode):
-            raise IsADirectoryError(rel)
-        if privacy.shared:
-            opened = _fd_path(fd)
-            root = os.path.realpath(workspace)
-            real = opened[len(root) + 1 :] if opened.startswith(root + "/") else None
-            if privacy.is_private_file(workspace, rel, st, real):
-                raise FileNotFoundError(rel)
-        chunks = []
-        while block := os.read(fd, 1 << 20):
-            chunks.append(block)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def opened_relative(workspace: Path, fd: int) -> str | None:
@@ -193,3 +173,37 @@ def opened_relative(workspace: Path, fd: int) -> str | None:
     opened = _fd_path(fd)
     root = os.path.realpath(workspace)
     return opened[len(root) + 1 :] if opened.startswith(root + "/") else None
+
+
+def read_visible(workspace: Path, rel: str, privacy: Privacy) -> bytes:
+    """The bytes of a regular workspace file, judged by what was actually opened:
+    FileNotFoundError if it is missing or private for ``privacy`` (the same answer, so a shared
+    reader learns nothing, not even that a private folder exists), IsADirectoryError for a
+    folder.  A FIFO or device is never waited on."""
+    target = rel
+    if privacy.shared:
+        resolved = resolve_within(workspace, rel)
+        if privacy.is_private(rel) or resolved is None or privacy.is_private(resolved):
+            raise FileNotFoundError(rel)
+        target = resolved
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_NOFOLLOW if privacy.shared else 0)
+    try:
+        fd = os.open(os.path.join(os.path.realpath(workspace), target), flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # swapped for a symlink since it was resolved
+            raise FileNotFoundError(rel) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(rel)
+        if not stat.S_ISREG(st.st_mode):
+            raise FileNotFoundError(rel)
+        if privacy.shared and (st.st_nlink > 1 or opened_relative(workspace, fd) != target):
+            raise FileNotFoundError(rel)
+        chunks = []
+        while block := os.read(fd, 1 << 20):
+            chunks.append(block)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)

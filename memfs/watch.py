@@ -75,9 +75,15 @@ async def watch_workspace(
             if is_own is not None and is_own(rel, st):
                 continue
             log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
-            await trio.to_thread.run_sync(_reindex, memory, rel)
+            try:
+                await trio.to_thread.run_sync(_reindex, memory, rel)
+            except Exception as exc:  # one bad moment (a locked index, a vanished file) must not end the watch
+                log.warning("watch: could not index %s now (%s); the next change or mount picks it up", rel, exc)
             embed = True
             if on_change is not None:
                 await on_change(rel, exists)
         if embed and memory.pending:
-            await trio.to_thread.run_sync(memory.embed_pending)
+            try:
+                await trio.to_thread.run_sync(memory.embed_pending)
+            except Exception as exc:
+                log.warning("watch: embedding postponed (%s)", exc)

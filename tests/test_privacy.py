@@ -174,3 +174,102 @@ def test_many_private_chunks_do_not_break_a_shared_search(tmp_path: Path, make_m
     vector = memory.provider.embed(["boat name"])[0]
     assert memory.store.vector_candidates(vector, 5000, include_private=False)  # k above sqlite-vec's 4096
     assert memory.search("boat name", mode="shared").results[0].path == "memory/2026-11-20.md"
+
+
+def test_links_are_resolved_inside_the_workspace_only(tmp_path: Path) -> None:
+    from memfs.privacy import resolve_within
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "x")
+    write(ws / "memory" / "a.md", "y")
+    (ws / "memory" / "up").symlink_to("..")
+    (ws / "memory" / "m.md").symlink_to("up/MEMORY.md")
+    (ws / "memory" / "abs.md").symlink_to(ws / "memory" / "a.md")
+    (ws / "memory" / "out.md").symlink_to("/etc/hostname")
+    (ws / "memory" / "loop").symlink_to("loop")
+    (ws / "memory" / "into-a-mount.md").symlink_to(tmp_path / "some-mount" / "MEMORY.md")
+    assert resolve_within(ws, "memory/m.md") == "MEMORY.md"
+    assert resolve_within(ws, "memory/abs.md") == "memory/a.md"
+    assert resolve_within(ws, "memory/new/../a.md") == "memory/a.md"
+    for leaving in ("memory/out.md", "memory/loop", "memory/into-a-mount.md", "../x", "memory/../../x"):
+        assert resolve_within(ws, leaving) is None, leaving
+    privacy = Privacy([], "shared")
+    assert privacy.hides_entry(ws, "memory/m.md", os.lstat(ws / "memory" / "m.md"))
+    assert privacy.hides_entry(ws, "memory/out.md", os.lstat(ws / "memory" / "out.md"))
+    assert not privacy.hides_entry(ws, "memory/abs.md", os.lstat(ws / "memory" / "abs.md"))
+    os.mkfifo(ws / "memory" / "fifo.md")
+    with pytest.raises(FileNotFoundError):
+        read_visible(ws, "memory/fifo.md", Privacy([], "main"))  # never waited on
+    with pytest.raises(FileNotFoundError):
+        read_visible(ws, "secret-folder", Privacy(["secret-folder"], "shared"))  # no "is a folder" oracle
+
+
+def test_derived_names_are_private_in_every_component() -> None:
+    privacy = Privacy(["people"], "shared")
+    for rel in ("people.bak/alice.md", "memory/.people.swp", "MEMORY.md.AB12CD", ".MEMORY.md123456",
+                "notes/MEMORY.md___jb_tmp___", ".git/config", "sub/.git/HEAD", "people-old/x.md"):
+        assert privacy.hides(rel), rel
+    for rel in ("peoples-court.md", "memory/2026-11-20.md", ".github/workflows/ci.yml", "MEMORY-notes.md"):
+        assert not privacy.hides(rel), rel
+
+
+def test_a_shared_sync_neither_writes_to_nor_learns_from_private_day_files(tmp_path: Path, make_memory) -> None:
+    import json as _json
+
+    from memfs.sync.protocol import SyncError
+    ws = tmp_path / "ws"
+    (ws / "clawgpt-memory").mkdir(parents=True)
+    stamp = 1767614400000  # 2026-01-05
+    private = {"id": "m-secret-1", "chatId": "c", "chatTitle": "t", "role": "user", "content": "PIN 9911",
+               "timestamp": stamp}
+    memory = make_memory(ws, embedding__provider="none", privacy__private_paths="clawgpt-memory/2026-01-*")
+    memory.ingest_sync(_json.dumps(private).encode())  # the main mode stores it
+    with pytest.raises(SyncError, match="is private"):
+        memory.ingest_sync(_json.dumps({**private, "id": "m-new"}).encode(), mode="shared")
+    today = {**private, "timestamp": 1795000000000}
+    result = memory.ingest_sync(_json.dumps(today).encode(), mode="shared")  # an id only a private file has
+    assert result.stored == 1  # stored like any new id: nothing tells that a private file holds it
+
+
+def test_concurrent_starts_on_an_outdated_index_all_succeed(tmp_path: Path, locomo_day) -> None:
+    import subprocess
+    import sys
+
+    from memfs.config import load_config
+    from memfs.memory import Memory
+    ws = tmp_path / "ws"
+    locomo_day(ws)
+    state = tmp_path / "state"
+    memory = Memory(load_config(workspace=ws, env={}, overrides=[("state_dir", str(state)),
+                                                                 ("embedding.provider", "none")]))
+    memory.index()
+    memory.store.set_meta("schema", "2")  # as an index of the previous version
+    memory.close()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},
+           "MEMFS_STATE_DIR": str(state), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    procs = [subprocess.Popen([sys.executable, "-m", "memfs", "status", "--json", "-w", str(ws)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    assert all(json.loads(out)["files"] == 1 for out, _ in outs)
+
+
+def test_a_rejected_rewrite_of_staged_lines_is_undone_whole(tmp_path: Path, make_memory) -> None:
+    import errno as _errno
+    import json as _json
+    from types import SimpleNamespace
+
+    from pyfuse3 import FUSEError
+
+    from memfs.fs import syncfiles
+    memory = make_memory(tmp_path / "ws", embedding__provider="none")
+    line = lambda i: (_json.dumps({"id": f"m{i}", "chatId": "c", "chatTitle": "t", "role": "user",  # noqa: E731
+                                   "content": "hi", "timestamp": 1795000000000}) + "\n").encode()
+    handle = SimpleNamespace(staged=bytearray(), staged_base=0, checked=0, checked_lines=0, path="clawgpt-memory/x")
+    offset = 0
+    for i in range(3):
+        offset += syncfiles.stage(handle, offset, line(i), memory)
+    before = bytes(handle.staged)
+    with pytest.raises(FUSEError) as raised:
+        syncfiles.stage(handle, 0, b'{"id": "broken", "oops": 1}\n', memory)  # rewrites line 1 badly
+    assert raised.value.errno == _errno.EINVAL
+    assert bytes(handle.staged) == before and handle.checked == len(before)  # nothing acknowledged is lost

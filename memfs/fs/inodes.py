@@ -8,6 +8,7 @@ paths of everything below it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyfuse3
@@ -25,7 +26,12 @@ class Node:
 
 
 class InodeTable:
-    def __init__(self, root_key: tuple[int, int]) -> None:
+    def __init__(self, root_key: tuple[int, int],
+                 key_of: Callable[[str], tuple[int, int] | None] = lambda path: None) -> None:
+        # What a path's backing (st_dev, st_ino) is now (None if gone): checked when a known
+        # inode number turns up under a new path, since the file system reuses the numbers of
+        # deleted files and a name learned before may belong to another file by now.
+        self.key_of = key_of
         root = Node(ROOT, root_key, {""}, lookups=1)
         self.nodes: dict[int, Node] = {ROOT: root}
         self.by_key: dict[tuple[int, int], int] = {root_key: ROOT}
@@ -60,8 +66,12 @@ class InodeTable:
         old = self.by_path.get(path)
         if old is not None and old != inode:
             self._drop_path(old, path)
+        others = node.paths - {path}
         node.paths.add(path)
         self.by_path[path] = inode
+        for other in others:
+            if other and self.key_of(other) != key:
+                self._drop_path(inode, other)  # a name that meanwhile went to another file
         if count_lookup:
             node.lookups += 1
         return inode

@@ -16,17 +16,18 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pyfuse3
 import trio
 
-from memfs.config import Config
+from memfs.config import CONFIG_FILE, Config, ConfigError, load_config
 from memfs.fs.busypoll import BusyPoll
 from memfs.fs.operations import MemfsOperations
 from memfs.fs.virtual import VirtualTree, top_names
 from memfs.fs.writes import MemoryWrites
 from memfs.memory import Memory
-from memfs.mounttable import (FSNAME, MountInfo, is_mounted, is_stale, log_file, mount_device, pid_file,
+from memfs.mounttable import (FSNAME, MountInfo, alive, is_mounted, is_stale, log_file, mount_device, pid_file,
                               read_record)
 from memfs.state import make_private_dir
 from memfs.watch import watch_workspace
@@ -127,10 +128,13 @@ def mount_options() -> set[str]:
 
 
 class Daemon:
-    """One mount: owns the Memory, the operations and the background tasks."""
+    """One mount: owns the Memory, the operations and the background tasks.  ``launch`` is how
+    its configuration was loaded (load_config's arguments), to load it again when the
+    workspace's .memfs.toml changes (what is private must follow it at once)."""
 
-    def __init__(self, cfg: Config, mountpoint: Path) -> None:
+    def __init__(self, cfg: Config, mountpoint: Path, launch: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
+        self.launch = launch or {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode}
         self.mountpoint = mountpoint
         self.memory = Memory(cfg)
         self.writes = MemoryWrites(self.memory)
@@ -139,9 +143,37 @@ class Daemon:
                                    cfg.mount.xattrs, virtual=virtual)
         self.poll = BusyPoll(cfg.mount.busy_poll_us)
         self.ops.on_request = self.poll.touch
+        self.writes.on_config_change = self.reload_privacy
+
+    async def reload_privacy(self) -> None:
+        """.memfs.toml changed: take its privacy settings at once (hide what became private,
+        move chunks between the public and private parts of the index, make the kernel forget
+        the names it cached)."""
+        try:
+            fresh = await trio.to_thread.run_sync(lambda: load_config(**self.launch))
+        except ConfigError as exc:
+            log.warning("privacy settings kept as they were: .memfs.toml cannot be used (%s)", exc)
+            return
+        if fresh.privacy == self.cfg.privacy:
+            return
+        log.warning("privacy settings changed: private %s, shared mounts may change %s",
+                    fresh.privacy.private_paths, fresh.privacy.shared_writable)
+        self.memory.set_privacy(fresh.privacy)
+        self.ops.view.privacy = self.memory.privacy(self.cfg.mode)
+        self.ops.view.writable = tuple(fresh.privacy.shared_writable)
+        for path, inode in list(self.ops.inodes.by_path.items()):
+            if not path:
+                continue
+            folder, _, name = path.rpartition("/")
+            parent = self.ops.inodes.inode_of(folder)
+            if parent is not None:
+                pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
+        await trio.to_thread.run_sync(self.memory.indexer.reconcile)
 
     async def _invalidate(self, rel: str, exists: bool) -> None:
         """Something changed beside the mount: make the kernel forget what it cached of it."""
+        if rel == CONFIG_FILE:
+            await self.reload_privacy()
         inode = self.ops.inodes.inode_of(rel)
         parent_rel, _, name = rel.rpartition("/")
         parent = self.ops.inodes.inode_of(parent_rel)
@@ -191,8 +223,10 @@ class Daemon:
         pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
         record = pid_file(self.cfg.state_dir, self.mountpoint)
         make_private_dir(record.parent)
-        record.write_text(json.dumps(MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace),
-                                               self.cfg.agent, time.time(), self.cfg.mode).__dict__))
+        info = MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace), self.cfg.agent, time.time(),
+                         self.cfg.mode, str(self.launch.get("config_file") or ""),
+                         tuple(f"{k}={v}" for k, v in self.launch.get("overrides", ())))
+        record.write_text(json.dumps(info.__dict__))
         log.info("mounted %s on %s (agent %s, %s mode)", self.cfg.workspace, self.mountpoint, self.cfg.agent,
                  self.cfg.mode)
         clean = False
@@ -238,14 +272,14 @@ def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
     if not stale and not is_mounted(mountpoint):
         record.unlink(missing_ok=True)
         raise MountError(f"{mountpoint} is not mounted")
-    alive = info is not None and _alive(info.pid)
-    if alive and not stale:
+    running = info is not None and alive(info.pid)
+    if running and not stale:
         assert info is not None
         os.kill(info.pid, signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and _alive(info.pid):
+        while time.monotonic() < deadline and alive(info.pid):
             time.sleep(0.05)
-        if not _alive(info.pid) and not is_mounted(mountpoint):
+        if not alive(info.pid) and not is_mounted(mountpoint):
             return "unmounted"
     force_unmount(mountpoint)
     record.unlink(missing_ok=True)
@@ -255,18 +289,4 @@ def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
         # A live mount whose daemon this state directory has no record of (another
         # MEMFS_STATE_DIR, or a pid file removed by hand): not stale, just not ours to signal.
         return "unmounted (no record of its daemon here, so it was detached with fusermount3)"
-    return "cleaned up a stale mount" if stale or not alive else "unmounted"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as stat_file:
-            return stat_file.read().split()[2] != "Z"
-    except OSError:
-        return False
+    return "cleaned up a stale mount" if stale or not running else "unmounted"

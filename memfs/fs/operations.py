@@ -6,17 +6,20 @@ EACCES on anything that would create them or move something onto or out of them.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import os
 import stat
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pyfuse3
 import trio
 from pyfuse3 import FUSEError
 
+from memfs.fs import syncfiles
 from memfs.fs.inodes import ROOT
 from memfs.fs.passthrough import DirHandle, Passthrough
 from memfs.fs.virtual import VirtualError, VirtualTree, VNode
@@ -38,7 +41,8 @@ class MemfsOperations(Passthrough):
     def __init__(self, *args: Any, virtual: VirtualTree, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.virtual = virtual
-        self.view = MountView(self.root, virtual.memory.privacy(virtual.mode), virtual.top_names)
+        self.view = MountView(self.root, virtual.memory.privacy(virtual.mode), virtual.top_names,
+                              virtual.memory.cfg.privacy.shared_writable)
         self.hidden = self.view.hidden  # type: ignore[method-assign]
         self.vhandles: dict[int, bytes] = {}
         st = os.stat(self.root)
@@ -74,6 +78,29 @@ class MemfsOperations(Passthrough):
         if node.is_dir:
             return b""
         return await trio.to_thread.run_sync(self.virtual.refresh, node)
+
+    def attrs(self, inode: int, st: os.stat_result) -> pyfuse3.EntryAttributes:
+        entry = super().attrs(inode, st)
+        if self.view.shared and stat.S_ISDIR(st.st_mode):
+            entry.st_nlink = 1  # a real count would tell how many folders are hidden ("unknown", as btrfs says)
+        return entry
+
+    async def _checked_open(self, info: pyfuse3.FileInfo, inode: int, writing: bool) -> pyfuse3.FileInfo:
+        """On a shared mount, the file opened must be the one looked up (the kernel may hold a
+        name for a while after it was given to another file), not private by now, and not
+        written to through another name."""
+        if not self.view.shared:
+            return info
+        handle = self.handles[info.fh]
+        st = os.fstat(handle.fd)
+        node = self.inodes.nodes.get(inode)
+        stale = node is None or node.key != (st.st_dev, st.st_ino)
+        if stale or self.view.opened_private(handle.fd, st):
+            await super().release(info.fh)
+            log.warning("refused on a shared mount: %s is no longer the file that was looked up, or is private",
+                        handle.path)
+            raise FUSEError(errno.ESTALE if stale else errno.EACCES)
+        return info
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -125,11 +152,12 @@ class MemfsOperations(Passthrough):
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         if not self.virtual.owns(inode):
             rel = self.inodes.path(inode)
-            if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
+            writing = flags & os.O_ACCMODE != os.O_RDONLY or bool(flags & os.O_TRUNC)
+            if writing:
                 self.view.refuse_change(rel)
             if is_sync_file(rel) and flags & os.O_ACCMODE != os.O_RDONLY:
-                return await self._open_sync(inode, rel, flags)
-            return await super().open(inode, flags, ctx)
+                return await self._checked_open(await self._open_sync(inode, rel, flags), inode, writing)
+            return await self._checked_open(await super().open(inode, flags, ctx), inode, writing)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             raise FUSEError(errno.EROFS)
         node = self._node(inode)
@@ -156,49 +184,6 @@ class MemfsOperations(Passthrough):
         info.direct_io = True  # the file does not hold staged bytes: keep the page cache out of it
         return info
 
-    def _stage(self, handle: Any, off: int, buf: bytes) -> int:
-        staged = handle.staged
-        start = off - handle.staged_base
-        if start < 0:
-            log.warning("refused: overwriting synced messages in %s at offset %d", handle.path, off)
-            raise FUSEError(errno.EPERM)
-        if start >= len(staged):
-            # Sync files are append-only: a gap only means the kernel's idea of the size was
-            # stale (we append canonical lines ourselves), so the bytes simply follow.
-            staged.extend(buf)
-        else:
-            staged[start : start + len(buf)] = buf
-            if start < handle.checked:  # rewriting checked lines: check them again
-                handle.checked = staged.rfind(b"\n", 0, start) + 1
-                handle.checked_lines = staged.count(b"\n", 0, handle.checked)
-        try:
-            self._check_staged(handle)
-        except SyncError as exc:
-            # This write() fails with EINVAL, and the line it belongs to goes with it (its
-            # head, from earlier writes, could only fail the close() later); the lines checked
-            # before it stay and are stored at close.
-            log.warning("refused sync write to %s: %s", handle.path, exc)
-            del staged[handle.checked :]
-            raise FUSEError(errno.EINVAL) from None
-        return len(buf)
-
-    def _check_staged(self, handle: Any) -> None:
-        """Validate what this write completed, so a bad message fails the write() that holds it
-        (``echo >>`` and ``printf >`` then report it): every complete JSONL line, a last line
-        without its newline once it is complete JSON, and a whole envelope once it is."""
-        staged = handle.staged
-        memory = self.writes.memory
-        if memory.sync_is_envelope(bytes(staged[:256])):
-            memory.check_sync_unfinished(bytes(staged), handle.path)
-            return
-        end = staged.rfind(b"\n") + 1
-        if end > handle.checked:
-            memory.check_sync(bytes(staged[handle.checked : end]), handle.path, handle.checked_lines + 1)
-            handle.checked_lines += staged.count(b"\n", handle.checked, end)
-            handle.checked = end
-        if end < len(staged):
-            memory.check_sync_unfinished(bytes(staged[end:]), handle.path, handle.checked_lines + 1)
-
     async def _ingest(self, handle: Any) -> None:
         if not handle.staged:
             return
@@ -208,10 +193,12 @@ class MemfsOperations(Passthrough):
         handle.checked = handle.checked_lines = 0
         memory = self.writes.memory
         try:
-            result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path)
+            result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path, self.virtual.mode)
         except SyncError as exc:
             log.warning("refused sync write to %s: %s", handle.path, exc)
             await self._forget_cached(handle.path)  # the kernel counted bytes that never landed
+            if handle.created:
+                await self._drop_inbox(handle)  # before close() returns: a new open must not race it
             raise FUSEError(errno.EINVAL) from None
         await self._forget_cached(handle.path)
         if handle.created:
@@ -250,14 +237,19 @@ class MemfsOperations(Passthrough):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles.get(fh)
         if handle is not None and handle.staged is not None:
-            return self._stage(handle, off, buf)
+            return syncfiles.stage(handle, off, buf, self.writes.memory)
         return await super().write(fh, off, buf)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         self._refuse(parent_inode, names=(name,))
         self.view.refuse_create(self.child(parent_inode, name))
-        info, entry = await super().create(parent_inode, name, mode, flags, ctx)
+        if self.view.shared:
+            # The kernel creates only after a lookup said "no such file"; if the file exists
+            # all the same it is one this mount hides, and must not be opened by a create.
+            flags |= os.O_EXCL
+        async with self._hidden_exists():
+            info, entry = await super().create(parent_inode, name, mode, flags, ctx)
         handle = self.handles[info.fh]
         self.view.created(handle.path)
         if is_sync_file(handle.path):
@@ -269,9 +261,15 @@ class MemfsOperations(Passthrough):
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
         data = self.vhandles.get(fh)
-        if data is None:
-            return await super().read(fh, off, size)
-        return data[off : off + size]
+        if data is not None:
+            return data[off : off + size]
+        if self.view.shared:
+            # A file opened under a public name may have been renamed onto MEMORY.md since.
+            handle = self.handles[fh]
+            if self.view.opened_private(handle.fd, os.fstat(handle.fd)):
+                log.warning("refused on a shared mount: reading %s, which has become private", handle.path)
+                raise FUSEError(errno.EACCES)
+        return await super().read(fh, off, size)
 
     async def _settled_here(self, fh: int) -> bool:
         """Flush/fsync of a virtual or sync handle (done here); False: pass it through."""
@@ -308,6 +306,16 @@ class MemfsOperations(Passthrough):
             raise FUSEError(errno.EINVAL)
         return await super().readlink(inode, ctx)
 
+    @contextlib.asynccontextmanager
+    async def _hidden_exists(self) -> AsyncIterator[None]:
+        """On a shared mount, "exists" about a name it hides would tell that it is there."""
+        try:
+            yield
+        except OSError as exc:
+            if self.view.shared and exc.errno == errno.EEXIST:
+                raise FUSEError(errno.EACCES) from None
+            raise
+
     # -- everything that would change a virtual node: EROFS --------------------------------------
 
     def _refuse(self, *parents_or_inodes: int, names: tuple[bytes, ...] = ()) -> None:
@@ -326,11 +334,7 @@ class MemfsOperations(Passthrough):
         if fields.update_size and self.inodes.has_paths(inode) and is_sync_file(self.inodes.path(inode)):
             handle = self.handles.get(fh) if fh is not None else None
             if handle is not None and handle.staged is not None and attr.st_size >= handle.staged_base:
-                keep = attr.st_size - handle.staged_base
-                del handle.staged[keep:]
-                if keep < handle.checked:  # lines cut off must be checked again when rewritten
-                    handle.checked = handle.staged.rfind(b"\n", 0, keep) + 1
-                    handle.checked_lines = handle.staged.count(b"\n", 0, handle.checked)
+                syncfiles.truncate(handle, attr.st_size)
                 return self.attrs(inode, os.lstat(self.full(handle.path)))
             if attr.st_size < os.lstat(self.full(self.inodes.path(inode))).st_size:
                 log.warning("refused: truncating %s would lose synced messages", self.inodes.path(inode))
@@ -340,13 +344,15 @@ class MemfsOperations(Passthrough):
     async def mkdir(self, parent_inode: int, name: bytes, mode: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
         self.view.refuse_create(self.child(parent_inode, name))
-        return await super().mkdir(parent_inode, name, mode, ctx)
+        async with self._hidden_exists():
+            return await super().mkdir(parent_inode, name, mode, ctx)
 
     async def mknod(self, parent_inode: int, name: bytes, mode: int, rdev: int,
                     ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
         self.view.refuse_create(self.child(parent_inode, name))
-        entry = await super().mknod(parent_inode, name, mode, rdev, ctx)
+        async with self._hidden_exists():
+            entry = await super().mknod(parent_inode, name, mode, rdev, ctx)
         self.view.created(self.child(parent_inode, name))
         return entry
 
@@ -354,13 +360,16 @@ class MemfsOperations(Passthrough):
                       ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(parent_inode, names=(name,))
         self.view.refuse_symlink(self.child(parent_inode, name), target)
-        return await super().symlink(parent_inode, name, target, ctx)
+        async with self._hidden_exists():
+            return await super().symlink(parent_inode, name, target, ctx)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,
                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self._refuse(inode, new_parent_inode, names=(b"", new_name))
-        self.view.refuse_create(self.child(new_parent_inode, new_name))
-        return await super().link(inode, new_parent_inode, new_name, ctx)
+        node = self.inodes.nodes.get(inode)
+        self.view.refuse_link(sorted(node.paths) if node else [], self.child(new_parent_inode, new_name))
+        async with self._hidden_exists():
+            return await super().link(inode, new_parent_inode, new_name, ctx)
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode, names=(name,))
@@ -371,6 +380,7 @@ class MemfsOperations(Passthrough):
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
         self._refuse(parent_inode, names=(name,))
+        self.view.refuse_change(self.child(parent_inode, name))
         await super().rmdir(parent_inode, name, ctx)
 
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,

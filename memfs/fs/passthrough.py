@@ -108,7 +108,7 @@ class Passthrough(pyfuse3.Operations):
         self.root = Path(os.path.realpath(workspace))
         self.root_bytes = os.fsencode(self.root)
         st = os.lstat(self.root)
-        self.inodes = InodeTable((st.st_dev, st.st_ino))
+        self.inodes = InodeTable((st.st_dev, st.st_ino), self._key_of)
         self.writes = writes
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
@@ -123,6 +123,13 @@ class Passthrough(pyfuse3.Operations):
             setattr(self, handler_name, guarded(self, getattr(self, handler_name)))
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _key_of(self, rel: str) -> tuple[int, int] | None:
+        try:
+            st = os.lstat(self.full(rel))
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino)
 
     def full(self, rel: str) -> bytes:
         return self.root_bytes + b"/" + os.fsencode(rel) if rel else self.root_bytes
@@ -394,7 +401,19 @@ class Passthrough(pyfuse3.Operations):
 
     async def open(self, inode: int, flags: int, ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
         rel = self.inodes.path(inode)
-        fd = os.open(self.full(rel), self._backing_flags(flags) & ~os.O_CREAT)
+        # Opened without O_TRUNC first: a name can have gone to another file since the kernel
+        # learned it, and that file must be neither truncated nor handed out (ESTALE instead).
+        fd = os.open(self.full(rel), self._backing_flags(flags) & ~(os.O_CREAT | os.O_TRUNC))
+        try:
+            st = os.fstat(fd)
+            node = self.inodes.nodes.get(inode)
+            if node is None or (node.key is not None and node.key != (st.st_dev, st.st_ino)):
+                raise FUSEError(errno.ESTALE)
+            if flags & os.O_TRUNC and stat.S_ISREG(st.st_mode):
+                os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
         info = self._file_info(fd, inode, rel, flags)
         if flags & os.O_TRUNC:
             self.handles[info.fh].dirty = True

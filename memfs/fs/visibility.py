@@ -1,12 +1,17 @@
-"""What a mount shows and what it refuses, by name: the names its virtual folders take at the
-root, and, on a shared-mode mount, everything private (see :mod:`memfs.privacy`).
+"""What a mount shows and what it lets change: the names its virtual folders take at the root,
+and, on a shared-mode mount, everything private (see :mod:`memfs.privacy`).
 
-A shared mount hides private paths, names derived from them, symlinks and hard links that lead
-to them, and anonymous temporary files it did not make itself (``sed -i``, Python's tempfile
-and vim write a private file's new text under such names before renaming it into place, beside
-the file).  It refuses with EACCES anything that would create, replace, move or link a private
-path, a symlink that leads to one, and any change to ``.memfs.toml``, which decides what is
-private.
+A shared mount hides private paths, names derived from them, symlinks that lead to them or out of
+the workspace, files with more than one name, and anonymous temporary files it did not make
+itself (``sed -i``, Python's tempfile, perl -i and vim write a file's new text under such names
+before renaming it into place).
+
+It changes only what a group-chat agent has to write: the folders of ``privacy.shared_writable``
+(``memory/`` and ``clawgpt-memory/`` by default).  Everything else, among it AGENTS.md and the
+other instructions the main agent reads, ``.memfs.toml`` (which decides what is private) and
+``.git`` (whose hooks run as the main user), is read-only to it: EACCES.  Inside those folders it
+may not create, replace, move or link a private path, make a symlink that leads to one or out of
+the workspace, or write to a file with more than one name.
 """
 
 from __future__ import annotations
@@ -15,26 +20,31 @@ import errno
 import logging
 import os
 import re
+import stat
+import time
 from pathlib import Path
 
 from pyfuse3 import FUSEError
 
-from memfs.privacy import Privacy, real_relative
+from memfs.privacy import Privacy, opened_relative, resolve_within
 
 log = logging.getLogger(__name__)
 
-# What only the main mode may change: the workspace's own configuration.
-PROTECTED = frozenset({".memfs.toml"})
 # Anonymous temporary files of common tools: GNU sed -i, Python's tempfile, vim's write test,
-# GLib's atomic save.
-ANONYMOUS_TEMP = re.compile(r"^(?:sed[A-Za-z0-9]{6}|tmp[a-z0-9_]{8}|4913|\.goutputstream-[A-Z0-9]{6})$")
+# GLib's atomic save, python-atomicwrites.
+ANONYMOUS_TEMP = re.compile(
+    r"^(?:sed[A-Za-z0-9]{6}|tmp[a-z0-9_]{8}(?:\.\w+)?|4913|\.goutputstream-[A-Z0-9]{6}|\.___atomic_write.*)$")
+# perl -i and others use eight random characters: such a name is hidden only while it is fresh.
+RANDOM_NAME = re.compile(r"^[A-Za-z0-9]{8}$")
+FRESH_S = 120.0
 
 
 class MountView:
-    def __init__(self, root: Path, privacy: Privacy, top_names: frozenset[str]) -> None:
+    def __init__(self, root: Path, privacy: Privacy, top_names: frozenset[str], writable: list[str]) -> None:
         self.root = root
         self.privacy = privacy
         self.top_names = top_names
+        self.writable = tuple(w.strip("/") for w in writable)
         # Anonymous temporary files made through this mount (ours to see until they go).
         self.own_temps: set[str] = set()
 
@@ -51,9 +61,20 @@ class MountView:
         if self.privacy.is_private(rel):
             return True
         name = rel.rpartition("/")[2]
-        if ANONYMOUS_TEMP.match(name) and rel not in self.own_temps:
-            return True
+        if rel not in self.own_temps:
+            if ANONYMOUS_TEMP.match(name):
+                return True
+            if st is not None and RANDOM_NAME.match(name) and time.time() - st.st_mtime < FRESH_S:
+                return True
         return st is not None and self.privacy.hides_entry(self.root, rel, st)
+
+    def opened_private(self, fd: int, st: os.stat_result) -> bool:
+        """Whether an open file is, by now, something a shared mount must not read: it was
+        renamed onto a private path or out of the workspace, or it has another name."""
+        if not self.shared:
+            return False
+        where = opened_relative(self.root, fd)
+        return where is None or self.privacy.is_private(where) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1)
 
     # -- refusals (EACCES) ------------------------------------------------------------------------
 
@@ -61,37 +82,58 @@ class MountView:
         log.warning("refused on a shared mount: %s %s", rel, why)
         raise FUSEError(errno.EACCES)
 
-    def refuse_change(self, rel: str) -> None:
-        """Writing to, truncating, removing or re-owning ``rel``."""
-        if self.shared and rel in PROTECTED:
-            self._refuse(rel, "is the workspace's configuration (only the main mode may change it)")
+    def _writable(self, rel: str) -> bool:
+        return any(rel == w or rel.startswith(w + "/") for w in self.writable)
 
-    def refuse_create(self, rel: str) -> None:
-        """Making a new entry named ``rel`` (file, folder, node, symlink or hard link)."""
+    def refuse_change(self, rel: str) -> None:
+        """Writing to, truncating, re-owning or removing ``rel``."""
         if not self.shared:
             return
-        self.refuse_change(rel)
+        if not self._writable(rel):
+            self._refuse(rel, f"is outside the folders a shared mount may change ({', '.join(self.writable)})")
         if self.privacy.is_private(rel):
             self._refuse(rel, "is a private path (privacy.private_paths)")
 
+    def refuse_create(self, rel: str) -> None:
+        """Making a new entry named ``rel`` (file, folder, node, symlink or hard link)."""
+        self.refuse_change(rel)
+
     def refuse_symlink(self, rel: str, target: bytes) -> None:
-        """A symlink named ``rel`` pointing at ``target`` (resolved as the kernel would)."""
+        """A symlink named ``rel`` pointing at ``target``, judged as the kernel would follow it
+        but without ever looking outside the workspace (a target in this very mount would
+        otherwise make the daemon wait for itself)."""
         self.refuse_create(rel)
         if not self.shared:
             return
         where = os.fsdecode(target)
-        base = self.root / rel.rpartition("/")[0]
-        resolved = real_relative(self.root, where if os.path.isabs(where) else base / where)
-        if resolved is not None and self.privacy.is_private(resolved):
-            self._refuse(rel, f"would lead to {resolved}, a private path")
+        if os.path.isabs(where):
+            root = os.path.realpath(self.root)
+            where = os.path.normpath(where)
+            if where != root and not where.startswith(root + "/"):
+                self._refuse(rel, f"would lead out of the workspace ({where})")
+            leads = resolve_within(self.root, where[len(root) + 1 :])
+        else:
+            leads = resolve_within(self.root, os.path.join(rel.rpartition("/")[0], where))
+        if leads is None:
+            self._refuse(rel, "would lead out of the workspace")
+        elif self.privacy.is_private(leads):
+            self._refuse(rel, f"would lead to {leads}, a private path")
+
+    def refuse_link(self, sources: list[str], new: str) -> None:
+        """A hard link: a shared mount may only link what it may change, to a name it may make."""
+        if not self.shared:
+            return
+        for source in sources:
+            self.refuse_change(source)
+        self.refuse_create(new)
 
     def refuse_move(self, old: str, new: str, exchange: bool = False) -> None:
-        """A rename: neither end, nor anything below a moved folder at either place, may be
-        private (with RENAME_EXCHANGE both trees move)."""
+        """A rename: both ends must be changeable, and nothing below a moved folder may be, or
+        become, private (with RENAME_EXCHANGE both trees move)."""
         if not self.shared:
             return
         for rel in (old, new):
-            self.refuse_create(rel)
+            self.refuse_change(rel)
         moves = [(old, new), (new, old)] if exchange else [(old, new)]
         for source, target in moves:
             full = self.root / source
@@ -114,7 +156,8 @@ class MountView:
     # -- what this mount made ---------------------------------------------------------------------
 
     def created(self, rel: str) -> None:
-        if self.shared and ANONYMOUS_TEMP.match(rel.rpartition("/")[2]):
+        name = rel.rpartition("/")[2]
+        if self.shared and (ANONYMOUS_TEMP.match(name) or RANDOM_NAME.match(name)):
             self.own_temps.add(rel)
 
     def gone(self, rel: str) -> None:

@@ -9,10 +9,12 @@ import logging
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
 
+from memfs.config import CONFIG_FILE
 from memfs.memory import Memory
 from memfs.workspace import is_memory
 
@@ -40,6 +42,8 @@ class MemoryWrites:
         self.own: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
         # paths open for writing through the mount: their inotify events are ours (mid-write)
         self.writing: dict[str, int] = {}
+        # Called when the workspace's .memfs.toml changes through the mount (the daemon reloads).
+        self.on_config_change: Callable[[], Awaitable[None]] | None = None
 
     def _classify(self, rel: str) -> bool:
         return is_memory(rel, self.extra)
@@ -88,6 +92,8 @@ class MemoryWrites:
     async def changed(self, rel: str) -> None:
         """A file's content changed through the mount; index it now if it is memory."""
         self.note_own(rel)
+        if rel == CONFIG_FILE and self.on_config_change is not None:
+            await self.on_config_change()
         if not self.is_memory(rel):
             return
         outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel)
@@ -97,12 +103,16 @@ class MemoryWrites:
     async def removed(self, rel: str) -> None:
         """A file or an (empty) directory was removed through the mount."""
         self._remember(rel, GONE)
+        if rel == CONFIG_FILE and self.on_config_change is not None:
+            await self.on_config_change()
         if self.is_memory(rel):
             await trio.to_thread.run_sync(self.memory.path_removed, rel)
 
     async def moved(self, old: str, new: str) -> None:
         self.note_own(old)  # gone, or (RENAME_EXCHANGE) the other file now
         self.note_own(new)
+        if CONFIG_FILE in (old, new) and self.on_config_change is not None:
+            await self.on_config_change()
         if not (self.is_memory(old) or self.is_memory(new) or (self.workspace / new).is_dir()):
             return  # a plain file moved (an editor's backup, a temp file): nothing to index
         await trio.to_thread.run_sync(self.memory.path_moved, old, new)
@@ -114,7 +124,11 @@ class MemoryWrites:
             await self._wakeup.wait()
             self._wakeup = trio.Event()
             while self.memory.pending:
-                embedded = await trio.to_thread.run_sync(self.memory.embed_pending, 16)
+                try:
+                    embedded = await trio.to_thread.run_sync(self.memory.embed_pending, 16)
+                except Exception as exc:  # a locked index, say: retried at the next write, never fatal
+                    log.warning("embedding postponed: %s", exc)
+                    break
                 if not embedded:
                     break  # provider failing: the chunks stay keyword-only until the next write
 

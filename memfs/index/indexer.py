@@ -26,7 +26,7 @@ from memfs.index.embeddings import Provider
 from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import fts_body
-from memfs.privacy import Privacy, opened_relative
+from memfs.privacy import Privacy, opened_relative, resolve_within
 from memfs.workspace import FileKind, classify, daily_date, iter_memory_files
 
 log = logging.getLogger(__name__)
@@ -72,22 +72,34 @@ class Indexer:
         return self.provider is not None and self.provider.dims > 0
 
     def _read(self, rel: str) -> tuple[str | None, FileRecord]:
-        """The file's text, or None with the reason recorded in the returned record.  The file is
-        opened once and judged by what was opened (where it really is, what inode it has), so a
-        symlink swapped in meanwhile cannot slip another file's text in under this name."""
+        """The file's text, or None with the reason recorded in the returned record.  Symlinks are
+        resolved inside the workspace only (never through a path outside it), the result opened
+        without following links and checked to be what was resolved, so a link swapped in
+        meanwhile cannot slip another file's text in under this name.  A file with more than one
+        name goes to the private part of the index (it may be a private file's other name)."""
         kind = classify(rel, self.cfg.index.extra_paths).value
-        private = self.privacy.is_private(rel)
-        fd = os.open(self.cfg.workspace / rel, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        workspace = self.cfg.workspace
+        resolved = resolve_within(workspace, rel)
+        if resolved is None:
+            st = os.lstat(workspace / rel)
+            reason = "skipped: a symlink that leads out of the workspace"
+            return None, FileRecord(rel, kind, f"skip:{reason}:{st.st_mtime_ns}", st.st_mtime, st.st_size, 0, reason,
+                                    self.privacy.is_private(rel))
+        fd = os.open(os.path.join(os.path.realpath(workspace), resolved),
+                     os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
         try:
             st = os.fstat(fd)
+            private = self.privacy.is_private(rel) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1)
 
-            def refused(reason: str, digest: str = "") -> tuple[None, FileRecord]:
-                marker = digest or f"skip:{reason}:{st.st_mtime_ns}:{st.st_size}"
+            def refused(reason: str) -> tuple[None, FileRecord]:
+                marker = f"skip:{reason}:{st.st_mtime_ns}:{st.st_size}"
                 return None, FileRecord(rel, kind, marker, st.st_mtime, st.st_size, 0, reason, private)
 
             if not stat.S_ISREG(st.st_mode):
                 return refused("skipped: not a regular file")
-            refusal = self._link_refusal(rel, opened_relative(self.cfg.workspace, fd), st)
+            if opened_relative(workspace, fd) != resolved:
+                raise FileNotFoundError(rel)  # changed while it was opened: the next change indexes it
+            refusal = self._link_refusal(rel, resolved)
             if refusal:
                 return refused(refusal)
             limit = int(self.cfg.index.max_file_mb * 1024 * 1024)
@@ -126,21 +138,16 @@ class Indexer:
             return chunking.chunk_messages(messages, limit, min(overlap, limit // 4))
         return chunking.chunk_markdown(text, size, overlap)
 
-    def _link_refusal(self, rel: str, real: str | None, st: os.stat_result) -> str:
-        """Why an opened memory file is not indexed under ``rel`` ('' if it is): reached through
-        a symlink, its text would show up under a second name, come from outside the workspace,
-        or carry a private file's text under a name that is not private; a hard link to a
-        private file would do the same."""
-        if real is None:
-            return "skipped: a symlink to a file outside the workspace"
-        if real != rel:
-            if classify(real, self.cfg.index.extra_paths) is not FileKind.OTHER:
-                return f"skipped: a symlink to {real}, which is indexed under its own name"
-            if self.privacy.is_private(real) and not self.privacy.is_private(rel):
-                return f"skipped: a symlink to {real}, which is private"
-        elif (st.st_nlink > 1 and not self.privacy.is_private(rel)
-              and (st.st_dev, st.st_ino) in self.privacy.private_inodes(self.cfg.workspace)):
-            return "skipped: a hard link to a private file"
+    def _link_refusal(self, rel: str, resolved: str) -> str:
+        """Why a memory path that leads elsewhere through a symlink is not indexed under ``rel``
+        ('' if it is): the text would show up under a second name, or carry a private file's
+        text under a name that is not private."""
+        if resolved == rel:
+            return ""
+        if classify(resolved, self.cfg.index.extra_paths) is not FileKind.OTHER:
+            return f"skipped: a symlink to {resolved}, which is indexed under its own name"
+        if self.privacy.is_private(resolved) and not self.privacy.is_private(rel):
+            return f"skipped: a symlink to {resolved}, which is private"
         return ""
 
     def index_file(self, rel: str, force: bool = False) -> Outcome:

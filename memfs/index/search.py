@@ -156,7 +156,7 @@ class SearchResponse:
     results: list[SearchResult]
     provider: str = ""
     model: str = ""
-    generation: int = 0
+    generation: int | None = 0  # None: not shown (a shared view)
     pending: int = 0
     warnings: list[str] = field(default_factory=list)
 

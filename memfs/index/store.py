@@ -134,8 +134,23 @@ class Store:
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         return None if row is None else str(row[0])
 
+    @contextmanager
+    def _writing(self) -> Iterator[apsw.Connection]:
+        """A write transaction that takes the write lock at once (BEGIN IMMEDIATE): two mounts of
+        one workspace write the same index, and a transaction that began as a reader could not
+        become a writer once the other one wrote (SQLITE_BUSY_SNAPSHOT, no waiting); this one
+        waits for the lock (the busy timeout) instead."""
+        with self.lock:
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.conn
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
     def _create_schema(self) -> None:
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute(
                 f"""
                 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -176,7 +191,7 @@ class Store:
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
 
     @property
@@ -186,7 +201,7 @@ class Store:
 
     def set_fingerprint(self, fingerprint: dict[str, object], dims: int) -> None:
         """Record what built this index and create the vector table for ``dims``."""
-        with self.lock, self.conn:
+        with self._writing():
             self.conn.execute(
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('fingerprint', ?)",
                 (json.dumps(fingerprint, sort_keys=True),),
@@ -213,7 +228,7 @@ class Store:
     @contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:
         """One atomic change; bumps the generation so readers know the index moved."""
-        with self.lock, self.conn:
+        with self._writing():
             self._writes += 1
             yield self.conn
             self.conn.execute(
@@ -238,6 +253,10 @@ class Store:
                 (rel, rel + "/", rel + "0"),
             ).fetchall()
         return [str(r[0]) for r in rows]
+
+    def public_paths(self) -> list[str]:
+        with self.lock:
+            return [str(r[0]) for r in self.conn.execute("SELECT path FROM files WHERE private = 0")]
 
     def files(self) -> list[FileRecord]:
         with self.lock:
@@ -570,8 +589,9 @@ class Store:
 
     def counts(self, include_private: bool = True, exclude: frozenset[str] = frozenset()) -> dict[str, int]:
         """Files, skipped files, chunks and pending chunks, leaving out private files (unless
-        ``include_private``) and the paths of ``exclude``."""
-        hidden = sorted(exclude)
+        ``include_private``) and the paths of ``exclude`` (a few stale names; more than SQLite
+        takes as parameters are left in rather than failing)."""
+        hidden = sorted(exclude)[:30_000]
         clauses = ([] if include_private else ["private = 0"]) + (
             [f"path NOT IN ({','.join('?' * len(hidden))})"] if hidden else [])
         where = f"WHERE {' AND '.join(clauses)}" if clauses else ""

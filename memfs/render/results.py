@@ -25,12 +25,13 @@ def render_markdown(response: SearchResponse) -> str:
         f"# memfs search: {response.query}",
         "",
         f"{len(results)} result{'s' if len(results) != 1 else ''} · embeddings: {model or 'none'} · "
-        f"index generation {response.generation} · pending chunks: {response.pending}",
+        + (f"index generation {response.generation} · " if response.generation is not None else "")
+        + f"pending: {response.pending}",
     ]
     for warning in response.warnings:
         lines += ["", f"> warning: {warning}"]
     if response.pending:
-        lines += ["", f"> {response.pending} chunk(s) are not embedded yet: they are found by keyword only."]
+        lines += ["", f"> {response.pending} passage(s) are not embedded yet: they are found by keyword only."]
     for rank, result in enumerate(results, start=1):
         fence = _fence(result.snippet)
         lines += [

@@ -20,11 +20,14 @@ def render_status(info: dict[str, object]) -> str:
         f"mode:       {info.get('mode', 'main')}",
         f"files:      {info['files']} ({info['skipped']} skipped)",
         f"chunks:     {info['chunks']}",
-        f"pending:    {info['pending']} chunk(s) waiting for an embedding",
+        f"pending:    {info['pending']} passage(s) waiting for an embedding",
         f"provider:   {model}",
-        f"index:      {info['index_path']} ({_size(int(info['index_bytes']))}, generation {info['generation']})",
-        f"cache:      {info['cached_embeddings']} embeddings",
     ]
+    if "index_path" in info:  # a shared view is not told about the index itself
+        lines += [
+            f"index:      {info['index_path']} ({_size(int(info['index_bytes']))}, generation {info['generation']})",
+            f"cache:      {info['cached_embeddings']} embeddings",
+        ]
     if info.get("mounted_at"):
         lines.append(f"mount:      {info['mounted_at']} (up {info['uptime_s']} s)")
     if info.get("provider_error"):

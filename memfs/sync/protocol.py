@@ -113,20 +113,24 @@ def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list
     if not stripped:
         return []
     if stripped.startswith(PREFIX):
-        body = stripped[len(PREFIX):].strip()
+        after = stripped[len(PREFIX):]
+        body = after.strip()
+        # The line of the data the envelope's JSON starts on (the prefix's own, if it shares it).
+        line = first_line + stripped[: len(PREFIX) + len(after) - len(after.lstrip())].count("\n") + \
+            text[: len(text) - len(text.lstrip("\ufeff").lstrip())].count("\n")
         try:
             envelope = json.loads(body)
         except ValueError as exc:
-            raise NotJSON(f"invalid JSON after {PREFIX}: {exc}", 2) from None
+            raise NotJSON(f"invalid JSON after {PREFIX}: {exc}", line) from None
         if not isinstance(envelope, dict) or not isinstance(envelope.get("messages"), list):
-            raise SyncError(f"the {PREFIX} envelope needs a 'messages' list", 2)
+            raise SyncError(f"the {PREFIX} envelope needs a 'messages' list", line)
         device = envelope.get("deviceId")
         if device is not None and not isinstance(device, str):
-            raise SyncError("envelope 'deviceId' must be a string", 2)
+            raise SyncError("envelope 'deviceId' must be a string", line)
         if "syncedAt" in envelope and (isinstance(envelope["syncedAt"], bool)
                                        or not isinstance(envelope["syncedAt"], (int, float))):
-            raise SyncError("envelope 'syncedAt' must be a number", 2)
-        return [validate(m, 2, device, now_ms) for m in envelope["messages"]]
+            raise SyncError("envelope 'syncedAt' must be a number", line)
+        return [validate(m, line, device, now_ms) for m in envelope["messages"]]
     messages = []
     for number, raw in enumerate(text.split("\n"), start=first_line):
         if not raw.strip():

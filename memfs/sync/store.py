@@ -21,6 +21,7 @@ import stat
 import threading
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 
 from memfs.sync.protocol import SyncMessage
@@ -54,8 +55,9 @@ def _day_files(folder: Path) -> list[tuple[Path, os.stat_result]]:
     return found
 
 
-def _signature(folder: Path) -> tuple[tuple[str, int, int], ...]:
-    return tuple((path.name, st.st_size, st.st_mtime_ns) for path, st in _day_files(folder))
+def _signature(folder: Path, hidden: Callable[[str], bool] | None = None) -> tuple[tuple[str, int, int], ...]:
+    return tuple((path.name, st.st_size, st.st_mtime_ns) for path, st in _day_files(folder)
+                 if hidden is None or not hidden(f"{SYNC_DIR}/{path.name}"))
 
 
 class SyncStore:
@@ -66,11 +68,13 @@ class SyncStore:
         self._seen: tuple[tuple[str, int, int], ...] = ()
         self._lock = threading.Lock()
 
-    def _load_ids(self) -> set[str]:
-        signature = _signature(self.folder)
-        if self._ids is None or signature != self._seen:
+    def _load_ids(self, hidden: Callable[[str], bool] | None = None) -> set[str]:
+        signature = _signature(self.folder, hidden)
+        if hidden is not None or self._ids is None or signature != self._seen:
             ids: set[str] = set()
             for path, _ in _day_files(self.folder):
+                if hidden is not None and hidden(f"{SYNC_DIR}/{path.name}"):
+                    continue
                 try:
                     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
                 except OSError:
@@ -84,6 +88,8 @@ class SyncStore:
                         continue
                     if isinstance(record, dict) and isinstance(record.get("id"), str):
                         ids.add(record["id"])
+            if hidden is not None:
+                return ids  # a view without the private day files: not the cache of the whole
             self._ids, self._seen = ids, signature
         return self._ids
 
@@ -91,13 +97,16 @@ class SyncStore:
         day = dt.datetime.fromtimestamp(message.timestamp / 1000, dt.timezone.utc).astimezone(self.tz).date()
         return f"{SYNC_DIR}/{day.isoformat()}.jsonl"
 
-    def ingest(self, messages: list[SyncMessage]) -> IngestResult:
+    def ingest(self, messages: list[SyncMessage], hidden: Callable[[str], bool] | None = None) -> IngestResult:
+        """Store new messages.  ``hidden`` (a shared mode's test for private paths): day files it
+        hides are neither written nor consulted for duplicates, so a shared writer cannot add
+        to them, nor learn which ids they hold by what gets stored."""
         result = IngestResult()
         self.folder.mkdir(parents=True, exist_ok=True)
         with self._lock, open(self.folder / ".lock", "a") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             try:
-                ids = self._load_ids()
+                ids = self._load_ids(hidden)
                 batches: dict[str, list[str]] = {}
                 fresh: set[str] = set()
                 for message in messages:
@@ -105,13 +114,17 @@ class SyncStore:
                         result.duplicates += 1
                         continue
                     fresh.add(message.id)
-                    batches.setdefault(self.date_file(message), []).append(message.canonical())
+                    target = self.date_file(message)
+                    if hidden is not None and hidden(target):
+                        raise SyncStoreError(errno.EACCES, f"{target} is private: a shared mode does not write to it")
+                    batches.setdefault(target, []).append(message.canonical())
                 for rel, lines in sorted(batches.items()):
                     self._append(self.folder.parent / rel, lines)
                     result.files.append(rel)
                     result.stored += len(lines)
                 ids |= fresh
-                self._seen = _signature(self.folder)
+                if hidden is None:
+                    self._seen = _signature(self.folder)
             finally:
                 fcntl.flock(lock_file, fcntl.LOCK_UN)
         return result

@@ -199,12 +199,16 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     for outcome in shown:
         summary[outcome.action] = summary.get(outcome.action, 0) + 1
     skipped = [] if privacy_quiet else [o for o in shown if o.action == "skipped"]
+    warned = [] if privacy_quiet else [o for o in shown if o.action == "indexed" and o.reason]
     if as_json:
         click.echo(json.dumps({"summary": summary, "skipped": [{"path": o.path, "reason": o.reason} for o in skipped],
+                               "warnings": [{"path": o.path, "warning": o.reason} for o in warned],
                                "status": status}))
         return
     for outcome in skipped:
         click.echo(f"skipped {outcome.path}: {outcome.reason}", err=True)
+    for outcome in warned:
+        click.echo(f"warning: {outcome.path}: {outcome.reason}; the rest is indexed", err=True)
     parts = ", ".join(f"{n} {action}" for action, n in sorted(summary.items())) or "no memory files"
     click.echo(f"{parts}; {status['files']} files, {status['chunks']} chunks, {status['pending']} pending")
     if status["provider_error"]:

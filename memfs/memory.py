@@ -329,6 +329,7 @@ class Memory:
                        else self.store.pending_count())
         if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
             warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
+        warnings += self._file_warnings(results, privacy)
         return SearchResponse(
             query=query,
             results=results,
@@ -487,11 +488,30 @@ class Memory:
             "index_path": str(self.paths.index),
             "index_bytes": self.store.size_bytes(),
             "uptime_s": round(time.time() - self.started, 1),
+            "problems": [{"path": path, "not_indexed": error, "warning": warning}
+                         for path, (error, warning) in sorted(self.problems(privacy).items())],
         }
         if privacy.shared:
             for key in ("generation", "index_path", "index_bytes", "cached_embeddings"):
                 info.pop(key)
         return info
+
+    def problems(self, privacy: Privacy) -> dict[str, tuple[str, str]]:
+        """Files not indexed (why) or not all text (what), that ``privacy`` may know of."""
+        return {path: problem for path, problem in self.store.problem_files().items() if not privacy.hides(path)}
+
+    def _file_warnings(self, results: list, privacy: Privacy) -> list[str]:
+        """What a reader of these results must know: a cited file holds bytes that are not text;
+        memory files are not searched at all (too large)."""
+        problems = self.problems(privacy)
+        notes = [f"{path}: {problems[path][1]}" for path in dict.fromkeys(r.path for r in results)
+                 if path in problems and problems[path][1]]
+        skipped = sorted(p for p, (error, _) in problems.items() if "index.max_file_mb" in error)
+        if skipped:
+            named = ", ".join(skipped[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+            notes.append(f"{len(skipped)} memory file{'s are' if len(skipped) > 1 else ' is'} not searched, larger "
+                         f"than index.max_file_mb ({self.cfg.index.max_file_mb:g} MB): {named}")
+        return notes
 
     def _hidden_now(self, privacy: Privacy) -> frozenset[str]:
         """Public-part paths that are private by the current settings (indexed before they became

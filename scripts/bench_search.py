@@ -4,16 +4,21 @@
     python scripts/bench_search.py [--sizes 1000,10000,100000] [--queries 60]
 
 What is measured, all in one run on this machine:
-- model throughput: the local provider embedding real 400-token LoCoMo chunks (chunks/s);
-- store throughput: chunks/s written (chunks, FTS5 rows, sqlite-vec rows) at each size;
-- search latency p50/p95 of memfs's hybrid search (query embedding included) and of FTS5-only
-  keyword search over the same index, on real LoCoMo questions;
-- resident memory of this process after searching the largest index.
+- model throughput: the local provider embedding real 400-token LoCoMo chunks (chunks/s), and
+  the same chunks with their units (every message or section is embedded too since units were
+  scored: what a file costs the background embedder now, in chunks/s);
+- store throughput: chunks/s written (chunks, units, FTS5 rows, sqlite-vec rows) at each size,
+  and the index's bytes per chunk (index file plus embedding cache);
+- search latency p50/p95 of memfs's hybrid search (query embedding and the scoring of every unit
+  of the candidate chunks included) and of FTS5-only keyword search over the same index, on real
+  LoCoMo questions; their ratio is the figure to compare across runs and machines;
+- resident memory of a fresh process after searching the largest index.
 
 Embedding 100k chunks with the real model would take hours here (~10 chunks/s), so the large
-indexes get texts built from real LoCoMo sentences and vectors built from real embeddings of real
-chunks (normalised mixes of two real vectors plus noise): the distribution the KNN sees is that
-of the model, the count is what is scaled.
+indexes get daily logs built from real LoCoMo turns (a timed heading per turn, as the dev set's
+logs are written, so chunks hold units the way real ones do) and vectors built from real
+embeddings of real chunks (normalised mixes of two real vectors plus noise): the distribution
+the KNN and the unit scoring see is that of the model, the count is what is scaled.
 """
 
 from __future__ import annotations
@@ -36,8 +41,10 @@ from memfs.index.embeddings import provider_identity
 from memfs.index.indexer import fingerprint, text_hash
 from memfs.index.search import SearchParams
 from memfs.index.store import FileRecord, Store
-from memfs.index.text import match_expression, search_terms, segment_cjk
+from memfs.index.text import fts_body, match_expression, search_terms
+from memfs.index.units import plain
 from memfs.memory import Memory
+from memfs.state import locate
 
 DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "locomo-dev"
 
@@ -47,6 +54,28 @@ def real_chunks(dev: Path) -> list[str]:
     for path in sorted(dev.glob("conv-*/memory/*.md")):
         texts += [c.text for c in chunk_markdown(path.read_text(), 400, 80)]
     return texts
+
+
+def real_turns(dev: Path) -> list[tuple[str, str]]:
+    """(speaker, text) of every turn of the dev set's daily logs."""
+    turns = []
+    for path in sorted(dev.glob("conv-*/memory/*.md")):
+        speaker = ""
+        for line in path.read_text().splitlines():
+            if line.startswith("## "):
+                speaker = line.split(" - ", 1)[-1]
+            elif line.strip() and not line.startswith("#"):
+                turns.append((speaker, line.strip()))
+    return turns
+
+
+def synthetic_log(turns: list[tuple[str, str]], pick: random.Random, count: int) -> str:
+    minute = pick.randrange(8 * 60, 20 * 60)
+    out = []
+    for speaker, text in pick.sample(turns, count):
+        minute += pick.randrange(1, 4)
+        out.append(f"## {minute // 60 % 24:02d}:{minute % 60:02d} - {speaker}\n\n{text}\n")
+    return "\n".join(out)
 
 
 def questions(dev: Path, n: int) -> list[str]:
@@ -61,7 +90,7 @@ def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) * 1000
 
 
-def rss_of_fresh_process(state_dir: str, agent: str, queries: list[str]) -> dict[str, float]:
+def rss_of_fresh_process(workspace: str, state_dir: str, agent: str, queries: list[str]) -> dict[str, float]:
     code = f"""
 import json, sys
 def rss():
@@ -71,8 +100,9 @@ def rss():
 from pathlib import Path
 from memfs.config import load_config
 from memfs.memory import Memory
+from memfs.state import locate
 baseline = rss()
-cfg = load_config(workspace=Path({state_dir!r}), agent={agent!r}, env={{}}, overrides=[("state_dir", {state_dir!r})])
+cfg = load_config(workspace=Path({workspace!r}), agent={agent!r}, env={{}}, overrides=[("state_dir", {state_dir!r})])
 memory = Memory(cfg)
 for q in {queries!r}:
     memory.search(q)
@@ -92,49 +122,73 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",")]
 
     base_texts = real_chunks(args.dev)
-    sentences = [s.strip() for t in base_texts for s in t.replace("\n", " ").split(". ") if len(s.strip()) > 20]
+    turns = real_turns(args.dev)
     qs = questions(args.dev, args.queries)
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = load_config(workspace=Path(tmp), env={}, overrides=[("state_dir", tmp)])
+        workspace, state = Path(tmp) / "ws", Path(tmp) / "state"
+        workspace.mkdir()
+        cfg = load_config(workspace=workspace, env={}, overrides=[("state_dir", str(state))])
         memory = Memory(cfg)
         provider = memory.provider
         sample = base_texts[: args.model_chunks]
         started = time.perf_counter()
         base_vectors = provider.embed(sample)
         model_rate = len(sample) / (time.perf_counter() - started)
+        sample_units = [u.embedding_text for path in sorted(args.dev.glob("conv-*/memory/*.md"))
+                        for c in chunk_markdown(path.read_text(), 400, 80) for u in c.units]
+        per_chunk = len(sample_units) / max(1, len(base_texts))
+        unit_sample = sample_units[: int(len(sample) * per_chunk)]
+        started = time.perf_counter()
+        provider.embed(unit_sample)
+        unit_seconds = time.perf_counter() - started
         memory.close()
-        print(f"model: {provider.model}, {model_rate:.1f} chunks/s embedding real 400-token chunks")
+        print(f"model: {provider.model}, {model_rate:.1f} chunks/s embedding real 400-token chunks; "
+              f"with their units ({per_chunk:.1f} per chunk, cached by text) "
+              f"{len(sample) / (len(sample) / model_rate + unit_seconds):.1f} chunks/s")
 
         rng = np.random.default_rng(1)
         pick = random.Random(1)
-        print(f"{'chunks':>8} {'store ch/s':>11} {'hybrid p50':>11} {'p95':>7} {'fts p50':>8} {'p95':>7} {'ratio p50':>10}")
+        print(f"{'chunks':>8} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} {'fts p50':>8} "
+              f"{'p95':>7} {'ratio p50':>10}")
         rows = []
         for size in sizes:
-            size_cfg = load_config(workspace=Path(tmp), agent=f"bench-{size}", env={},
-                                   overrides=[("state_dir", tmp)])
-            store = Store(size_cfg.index_path, size_cfg.cache_path)
+            size_cfg = load_config(workspace=workspace, agent=f"bench-{size}", env={},
+                                   overrides=[("state_dir", str(state))])
+            paths = locate(size_cfg)
+            store = Store(paths.index, paths.cache)
             store.set_fingerprint(fingerprint(size_cfg, provider_identity(size_cfg.embedding)), provider.dims)
-            texts = [" ".join(pick.sample(sentences, 12)) for _ in range(size)]
-            i = rng.integers(0, len(base_vectors), size)
-            j = rng.integers(0, len(base_vectors), size)
-            mix = base_vectors[i] + 0.5 * base_vectors[j] + 0.05 * rng.standard_normal((size, provider.dims))
-            vectors = (mix / np.linalg.norm(mix, axis=1, keepdims=True)).astype(np.float32)
+            # Written directly, so the index must say whose it is or Memory rebuilds it empty.
+            store.set_meta("workspace", paths.identity.as_json())
+
+            def mixed(count: int) -> np.ndarray:
+                i = rng.integers(0, len(base_vectors), count)
+                j = rng.integers(0, len(base_vectors), count)
+                mix = base_vectors[i] + 0.5 * base_vectors[j] + 0.05 * rng.standard_normal((count, provider.dims))
+                return (mix / np.linalg.norm(mix, axis=1, keepdims=True)).astype(np.float32)
+
             started = time.perf_counter()
-            per_file = 100
-            for f in range(0, size, per_file):
-                batch = texts[f : f + per_file]
-                chunks = [Chunk(k + 1, k + 1, t) for k, t in enumerate(batch)]
-                hashes = [text_hash(t) for t in batch]
-                cached = {h: vectors[f + k].tobytes() for k, h in enumerate(hashes)}
-                record = FileRecord(f"memory/bench-{f // per_file:05d}.md", "daily_log", str(f), 0.0, 0, 0, "")
-                store.replace_file(record, chunks, hashes, [segment_cjk(t) for t in batch], cached)
+            written, day = 0, 0
+            while written < size:
+                chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: size - written]
+                hashes = [text_hash(plain(c.text)) for c in chunks]
+                unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
+                flat = [h for per in unit_hashes for h in per]
+                cached = dict(zip(hashes + flat, (v.tobytes() for v in mixed(len(hashes) + len(flat)))))
+                record = FileRecord(f"memory/bench-{day:05d}.md", "daily_log", str(day), 0.0, 0, 0, "")
+                store.replace_file(record, chunks, hashes, [fts_body(c.text) for c in chunks], cached, unit_hashes)
+                written += len(chunks)
+                day += 1
             store_rate = size / (time.perf_counter() - started)
             store.close()
+            per_chunk_bytes = (paths.index.stat().st_size + paths.cache.stat().st_size) / size
 
             # memfs's own search path (Memory.search) against plain FTS5 BM25 on the same file.
             memory = Memory(size_cfg, provider=provider)
             store = memory.store
+            if store.chunk_total() != size or store.pending_count():
+                raise SystemExit(f"the {size}-chunk index was not served as written "
+                                 f"({store.chunk_total()} chunks, {store.pending_count()} pending)")
             params = SearchParams.from_config(cfg.search)
             hybrid, keyword = [], []
             for q in qs[:5]:  # warm caches (and load the in-memory matrix of a large index)
@@ -151,10 +205,10 @@ def main() -> int:
                 keyword.append(time.perf_counter() - t0)
             row = (size, store_rate, pct(hybrid, 50), pct(hybrid, 95), pct(keyword, 50), pct(keyword, 95))
             rows.append(row)
-            print(f"{size:>8} {store_rate:>11.0f} {row[2]:>10.1f}ms {row[3]:>6.1f}ms {row[4]:>7.1f}ms "
+            print(f"{size:>8} {store_rate:>11.0f} {per_chunk_bytes:>8.0f} {row[2]:>10.1f}ms {row[3]:>6.1f}ms {row[4]:>7.1f}ms "
                   f"{row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x")
             memory.close()
-        rss = rss_of_fresh_process(tmp, f"bench-{sizes[-1]}", qs[:10])
+        rss = rss_of_fresh_process(str(workspace), str(state), f"bench-{sizes[-1]}", qs[:10])
         print(f"resident memory of a fresh process holding the {sizes[-1]}-chunk index (model loaded, "
               f"10 searches done): {rss['after_search']:.0f} MB (before opening it: {rss['baseline']:.0f} MB)")
         print(f"median hybrid p50 at {sizes[-1]} chunks: {statistics.median([rows[-1][2]]):.1f} ms "

@@ -8,7 +8,7 @@ from memfs.config import ConfigError, load_config
 def test_defaults_match_design(tmp_path: Path) -> None:
     cfg = load_config(workspace=tmp_path, env={})
     assert (cfg.chunking.tokens, cfg.chunking.overlap) == (400, 80)
-    assert (cfg.search.min_score, cfg.search.max_results, cfg.search.snippet_chars) == (0.5, 6, 800)
+    assert (cfg.search.min_score, cfg.search.max_results, cfg.search.snippet_chars) == (0.52, 6, 1200)
     assert cfg.embedding.provider == "local"
     assert cfg.agent == "main"
     assert cfg.sources.get("search.min_score", "default") == "default"

@@ -86,6 +86,31 @@ def test_read_your_writes_and_stable_handles(vmount) -> None:
     handle.close()
 
 
+def test_a_fresh_append_is_cited_by_just_the_appended_lines(vmount) -> None:
+    mnt = vmount.mnt
+    day = mnt / "memory" / "2026-11-23.md"
+    day.write_text("".join(f"## 0{h}:00 - Chores\nWashed the car and watered the plants.\n\n" for h in range(1, 8)))
+    before = len(day.read_text().split("\n")) - 1
+    subprocess.run(f"echo '## 09:00 - Travel' >> '{day}' && echo 'Booked a night train to Vienna for the conference.' >> '{day}'",
+                   shell=True, check=True, cwd=mnt)
+    hit = json.loads((mnt / "search" / "night train to Vienna.json").read_text())["results"][0]
+    assert (hit["path"], hit["start_line"], hit["end_line"]) == ("memory/2026-11-23.md", before + 1, before + 2)
+    shown = run("sed", "-n", f"{hit['start_line']},{hit['end_line']}p", str(day), cwd=mnt).decode()
+    assert shown == "## 09:00 - Travel\nBooked a night train to Vienna for the conference.\n"
+    assert f"memory/2026-11-23.md#L{before + 1}-L{before + 2}" in (mnt / "search" / "night train to Vienna.md").read_text()
+
+    (mnt / "sessions").mkdir(exist_ok=True)
+    session = mnt / "sessions" / "chat.jsonl"
+    lines = [json.dumps({"type": "message", "message": {"role": "user", "content": f"note {i}: the weather is mild"}})
+             for i in range(40)]
+    session.write_text("\n".join(lines) + "\n")
+    with open(session, "a") as out:
+        out.write(json.dumps({"type": "message", "message": {"role": "assistant",
+                                                            "content": "Your locker code is 4417."}}) + "\n")
+    hit = json.loads((mnt / "search" / "in=sessions" / "locker code.json").read_text())["results"][0]
+    assert (hit["path"], hit["start_line"], hit["end_line"]) == ("sessions/chat.jsonl", 41, 41)
+
+
 def test_names_errors_and_listing(vmount) -> None:
     search = vmount.mnt / "search"
     for query in ['say "hello"', "café naïve 数据库", "..", "a AND OR NOT b*", "$(rm -rf ~); `x` | & ; > out", "NEAR(x y)"]:

@@ -8,6 +8,7 @@ off any latency-critical path.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -26,12 +27,13 @@ from memfs.index.embeddings import Provider
 from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import fts_body
+from memfs.index.units import plain
 from memfs.privacy import Privacy, opened_relative, resolve_within
 from memfs.workspace import FileKind, classify, daily_date, iter_memory_files
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 3  # 3: chunks carry units
+CHUNKER_VERSION = 4  # 3: chunks carry units; 4: the model reads text without Markdown marks
 Progress = Callable[[int, int], None]
 
 
@@ -71,29 +73,30 @@ class Indexer:
     def embeds(self) -> bool:
         return self.provider is not None and self.provider.dims > 0
 
-    def _read(self, rel: str) -> tuple[str | None, FileRecord]:
-        """The file's text, or None with the reason recorded in the returned record.  Symlinks are
-        resolved inside the workspace only (never through a path outside it), the result opened
-        without following links and checked to be what was resolved, so a link swapped in
-        meanwhile cannot slip another file's text in under this name.  A file with more than one
-        name goes to the private part of the index (it may be a private file's other name)."""
-        kind = classify(rel, self.cfg.index.extra_paths).value
+    def _read(self, rel: str, previous: FileRecord | None) -> _Read:
+        """The file's text (or None, with the reason in the record).  Symlinks are resolved
+        inside the workspace only (never through a path outside it), the result opened without
+        following links and checked to be what was resolved, so a link swapped in meanwhile
+        cannot slip another file's text in under this name.  A file with more than one name goes
+        to the private part of the index (it may be a private file's other name).  A JSONL file
+        that only grew since ``previous`` is read from its last chunk on."""
+        kind = classify(rel, self.cfg.index.extra_paths)
         workspace = self.cfg.workspace
         resolved = resolve_within(workspace, rel)
         if resolved is None:
             st = os.lstat(workspace / rel)
             reason = "skipped: a symlink that leads out of the workspace"
-            return None, FileRecord(rel, kind, f"skip:{reason}:{st.st_mtime_ns}", st.st_mtime, st.st_size, 0, reason,
-                                    self.privacy.is_private(rel))
+            return _Read(None, FileRecord(rel, kind.value, f"skip:{reason}:{st.st_mtime_ns}", st.st_mtime, st.st_size,
+                                          0, reason, self.privacy.is_private(rel)))
         fd = os.open(os.path.join(os.path.realpath(workspace), resolved),
                      os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
         try:
             st = os.fstat(fd)
             private = self.privacy.is_private(rel) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1)
 
-            def refused(reason: str) -> tuple[None, FileRecord]:
+            def refused(reason: str) -> _Read:
                 marker = f"skip:{reason}:{st.st_mtime_ns}:{st.st_size}"
-                return None, FileRecord(rel, kind, marker, st.st_mtime, st.st_size, 0, reason, private)
+                return _Read(None, FileRecord(rel, kind.value, marker, st.st_mtime, st.st_size, 0, reason, private))
 
             if not stat.S_ISREG(st.st_mode):
                 return refused("skipped: not a regular file")
@@ -103,34 +106,38 @@ class Indexer:
             if refusal:
                 return refused(refusal)
             limit = int(self.cfg.index.max_file_mb * 1024 * 1024)
-            if st.st_size > limit:
+            if not kind.is_jsonl and st.st_size > limit:
+                # Transcripts and sync files grow for ever and are read incrementally; a Markdown
+                # file that size is most likely not notes.
                 return refused(f"skipped: {st.st_size / 1048576:.1f} MB is larger than index.max_file_mb "
                                f"({self.cfg.index.max_file_mb:g} MB)")
-            blocks = []
-            while block := os.read(fd, 1 << 20):
-                blocks.append(block)
+            identity = _identity(fd, st.st_size) if kind.is_jsonl else ""
+            if kind.is_jsonl and previous is not None and previous.hash == identity and previous.private == private:
+                return _Read("", previous, unchanged=True)
+            append = (kind.is_jsonl and previous is not None and not previous.error and previous.resume_offset > 0
+                      and st.st_size > previous.size and previous.private == private
+                      and previous.tail_hash == _tail_hash(fd, previous.size))
+            start = previous.resume_offset if append and previous else 0
+            data = _read_from(fd, start)
+            tail = _tail_hash(fd, st.st_size) if kind.is_jsonl else ""
         finally:
             os.close(fd)
-        data = b"".join(blocks)
-        digest = hashlib.sha256(data).hexdigest()
-        record = FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, "", private)
-        if b"\x00" in data:
-            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0,
-                                    "skipped: binary file (contains NUL bytes)", private)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            reason = f"skipped: not valid UTF-8 (byte {exc.start}: {exc.reason})"
-            return None, FileRecord(rel, kind, digest, st.st_mtime, len(data), 0, reason, private)
-        return text.lstrip("\ufeff"), record
+        text, bad = clean_text(data)
+        warning = f"{bad} {'byte is' if bad == 1 else 'bytes are'} not text (shown as \ufffd)" if bad else ""
+        if append and previous and previous.warning and not warning:
+            warning = previous.warning
+        digest = identity or hashlib.sha256(data).hexdigest()
+        record = FileRecord(rel, kind.value, digest, st.st_mtime, st.st_size, 0, "", private, warning, tail)
+        first_line = previous.resume_line if append and previous else 1
+        return _Read(text, record, first_line, append, start, data)
 
-    def chunk_text(self, rel: str, text: str) -> list[chunking.Chunk]:
+    def chunk_text(self, rel: str, text: str, first_line: int = 1) -> list[chunking.Chunk]:
         kind = classify(rel, self.cfg.index.extra_paths)
         size, overlap = self.cfg.chunking.tokens, self.cfg.chunking.overlap
         if kind.is_jsonl:
-            limit = min(size, self.provider.max_input_tokens) if self.embeds else size
+            limit = min(size, self.provider.max_input_tokens) if self.embeds and self.provider else size
             bad: list[int] = []
-            messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad)
+            messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line)
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
                 log.warning("%s: line%s %s %s not valid JSON and %s not indexed", rel, "s" if len(bad) > 1 else "",
@@ -154,20 +161,22 @@ class Indexer:
         full = self.cfg.workspace / rel
         if classify(rel, self.cfg.index.extra_paths) is FileKind.OTHER:
             return Outcome(rel, "skipped", reason="not a memory file")
+        previous = None if force else self.store.file(rel)
         try:
             if not full.is_file():
                 removed = self.store.remove_file(rel)
                 return Outcome(rel, "removed" if removed else "missing")
-            text, record = self._read(rel)
+            read = self._read(rel, previous)
         except FileNotFoundError:
             removed = self.store.remove_file(rel)
             return Outcome(rel, "removed" if removed else "missing")
         except OSError as exc:
             log.warning("cannot read %s: %s", rel, exc)
             return Outcome(rel, "skipped", reason=f"cannot read: {exc.strerror or exc}")
-        previous = self.store.file(rel)
-        if (not force and previous is not None and previous.hash == record.hash and previous.error == record.error
-                and previous.private == record.private):
+        text, record = read.text, read.record
+        if read.unchanged or (previous is not None and previous.hash == record.hash
+                              and previous.error == record.error and previous.private == record.private):
+            assert previous is not None
             if previous.error:
                 return Outcome(rel, "skipped", reason=previous.error)  # still, for the same reason
             return Outcome(rel, "unchanged", chunks=previous.chunks)
@@ -175,8 +184,12 @@ class Indexer:
             log.warning("%s: %s", rel, record.error)
             self.store.replace_file(record, [], [], [], {})
             return Outcome(rel, "skipped", reason=record.error)
-        chunks = self.chunk_text(rel, text)
-        hashes = [text_hash(c.text) for c in chunks]
+        if record.warning and (previous is None or previous.warning != record.warning):
+            log.warning("%s: %s; the rest is indexed", rel, record.warning)
+        chunks = self.chunk_text(rel, text, read.first_line)
+        if classify(rel, self.cfg.index.extra_paths).is_jsonl:
+            record = read.resumable(record, chunks)
+        hashes = [text_hash(plain(c.text)) for c in chunks]  # what the model reads, and the cache key
         unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
         cached = {}
         if self.embeds:
@@ -185,8 +198,9 @@ class Indexer:
             cached = self.store.cached_vectors(self.provider.name, self.provider.model, wanted)
         bodies = [fts_body(c.text) for c in chunks]
         pending = self.store.replace_file(record, chunks, hashes, bodies, cached, unit_hashes,
-                                          [chunk_days(rel, c) for c in chunks])
-        return Outcome(rel, "indexed", chunks=len(chunks), pending=pending)
+                                          [chunk_days(rel, c) for c in chunks],
+                                          from_line=read.first_line if read.append else None)
+        return Outcome(rel, "indexed", chunks=len(chunks), pending=pending, reason=record.warning)
 
     def remove(self, rel: str) -> bool:
         return self.store.remove_file(rel)
@@ -214,7 +228,7 @@ class Indexer:
         done = 0
         total = self.store.pending_count()
         kinds = (
-            (self.store.pending_chunks, self.store.store_vectors, lambda c: c.text, batch),
+            (self.store.pending_chunks, self.store.store_vectors, lambda c: plain(c.text), batch),
             # Units are short: larger batches cost about the same per call.
             (self.store.pending_units, self.store.store_unit_vectors, lambda u: u.embedding_text, batch * 4),
         )
@@ -253,6 +267,74 @@ class Indexer:
 
 
 _MESSAGE_DAY = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
+# Control characters (tab, newline and carriage return aside), NUL and undecodable bytes: runs of
+# them are shown as one U+FFFD, so binary junk in a memory file costs no more than a mark.
+_JUNK = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]+")
+FULL_HASH_BYTES = 1 << 20  # JSONL files up to this size are identified by their whole hash
+TAIL_BYTES = 1 << 16  # larger ones by their size and the hash of their last bytes
+
+
+JUNK_LINE_SHARE = 0.3  # a line more junk than this is binary noise, not text with a stray byte
+
+
+def clean_text(data: bytes) -> tuple[str, int]:
+    """Text from bytes that may not all be text: undecodable bytes and control characters
+    become U+FFFD (runs of them one mark), a line that is mostly such bytes (binary noise
+    appended to a note, say) becomes empty, and every line stays where it was.  Returns the
+    text and how many bytes were not text."""
+    text = data.decode("utf-8", errors="replace")
+    bad = len(data) - len(data.decode("utf-8", errors="ignore").encode("utf-8"))
+    bad += sum(len(m.group(0)) for m in re.finditer("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+", text))
+    if bad:
+        lines = []
+        for line in text.split("\n"):
+            junk = sum(len(m.group(0)) for m in _JUNK.finditer(line))
+            lines.append("" if line and junk > JUNK_LINE_SHARE * len(line) else _JUNK.sub("\ufffd", line))
+        text = "\n".join(lines)
+    return text.lstrip("\ufeff"), bad
+
+
+def _read_from(fd: int, start: int) -> bytes:
+    blocks = []
+    offset = start
+    while block := os.pread(fd, 1 << 20, offset):
+        blocks.append(block)
+        offset += len(block)
+    return b"".join(blocks)
+
+
+def _tail_hash(fd: int, size: int) -> str:
+    begin = max(0, size - TAIL_BYTES)
+    return hashlib.sha256(os.pread(fd, size - begin, begin)).hexdigest()
+
+
+def _identity(fd: int, size: int) -> str:
+    """What tells a JSONL file's content apart without reading all of a large one."""
+    if size <= FULL_HASH_BYTES:
+        return hashlib.sha256(_read_from(fd, 0)).hexdigest()
+    return f"size:{size}:tail:{_tail_hash(fd, size)}"
+
+
+@dataclass
+class _Read:
+    text: str | None  # None: not indexed (the reason is in record.error)
+    record: FileRecord
+    first_line: int = 1  # the line ``text`` starts at
+    append: bool = False  # only the chunks from first_line on are replaced
+    start: int = 0  # the byte offset ``text`` starts at
+    data: bytes = b""
+    unchanged: bool = False
+
+    def resumable(self, record: FileRecord, chunks: list[chunking.Chunk]) -> FileRecord:
+        """The record, with where the next append re-chunks from: the start of the last chunk."""
+        if not chunks:
+            return dataclasses.replace(record, resume_line=self.first_line, resume_offset=self.start)
+        line = chunks[-1].start_line
+        offset = self.start
+        lines = self.data.split(b"\n")
+        for length in lines[: max(0, line - self.first_line)]:
+            offset += len(length) + 1
+        return dataclasses.replace(record, resume_line=line, resume_offset=offset)
 
 
 def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:

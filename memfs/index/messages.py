@@ -85,11 +85,12 @@ def parse_session_line(line: int, record: Any) -> Message | None:
     return _render(line, role, _text_of(message.get("content")), when, ident)
 
 
-def parse_jsonl(text: str, session: bool, bad_lines: list[int] | None = None) -> list[Message]:
-    """The messages of a JSONL file; the numbers of lines that are not JSON go to ``bad_lines``."""
+def parse_jsonl(text: str, session: bool, bad_lines: list[int] | None = None, first_line: int = 1) -> list[Message]:
+    """The messages of a JSONL file (``text`` starting at line ``first_line``); the numbers of
+    lines that are not JSON go to ``bad_lines``."""
     parse = parse_session_line if session else parse_sync_line
     messages: list[Message] = []
-    for number, raw in enumerate(text.split("\n"), start=1):
+    for number, raw in enumerate(text.split("\n"), start=first_line):
         raw = raw.strip()
         if not raw:
             continue

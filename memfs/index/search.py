@@ -5,9 +5,11 @@
    chunks only for the main mode, and only inside the query's scope).  ``POOL`` does not depend
    on how many results are asked for, so the top of a list never depends on ``n``.
 2. Every unit of those chunks gets a calibrated score from its keyword coverage, its own cosine
-   and its chunk's cosine; a unit that sits in two overlapping chunks counts once.
-3. Results, best first: the best unit, grown by its best-scoring neighbours (in its chunk) while
-   the snippet stays within ``snippet_chars``; the citation ``path#Lx-Ly`` covers exactly the
+   and its context's cosine (the larger of its own and its chunk's: context can add, not take
+   away); a unit that sits in two overlapping chunks counts once.
+3. Results, best first: the best unit, grown by neighbours (in its chunk) that have evidence of
+   their own or are about the same thing as the match (``MERGE_FLOOR``, ``MERGE_COHERENCE``),
+   while the snippet stays within ``snippet_chars``; the citation ``path#Lx-Ly`` covers exactly the
    snippet's lines, so ``sed -n`` shows what matched.  A unit already shown in an earlier
    snippet is not shown again.  Results below ``min_score`` are left out: an unrelated question
    gets "No results".
@@ -47,11 +49,21 @@ POOL = 50
 # dominated keyword latency (48 ms -> 16 ms at 100k chunks).
 COMMON_TERM_SHARE = 0.1
 COMMON_TERM_MIN_CHUNKS = 5000
-# A snippet grows by neighbouring passages scoring at least this (calibrated: below it, a passage
-# is very probably unrelated).  Measured on the dev set: 0.1 kept R@6 at .838 with 15 cited lines
-# and 930 tokens per search; filling snippets whatever their neighbours say gave .842 with 17
-# lines and 1020 tokens; merging only neighbours above min_score .768 with 6 lines.
-MERGE_FLOOR = 0.1
+# A snippet grows by a neighbouring passage when the passage's own evidence for the query (its
+# calibrated score from its own words and vector, not its chunk's) is at least MERGE_FLOOR, or
+# when it is about the same thing as the match (cosine of the two units' vectors at least
+# MERGE_COHERENCE: a question and its answer).  Both are the 95th percentile of the same measure
+# over unrelated passages on the dev set: own evidence of every candidate unit of another
+# conversation's workspace (median .061, 90th .134, 95th .17), and the cosine of units from two
+# different conversations (median .35, 95th .53; adjacent turns of one conversation: median .59).
+# Measured on the dev set (R@6, tokens per search): scored with the chunk's context, neighbours
+# inherited the chunk's match and a fresh entry pulled in its unrelated neighbours (.826, 947);
+# own evidence alone at .1 / .17 / .2: .818 / .801 / .799 (833 / 680 / 630 tokens); own evidence
+# .17 or coherence .53: .816, 824 tokens.
+MERGE_FLOOR = 0.17
+MERGE_COHERENCE = 0.53
+# Nor by a passage further away than this many blank lines (a new topic, or emptied noise).
+MERGE_GAP = 2
 # A query is embedded from its first characters (the model reads 256 word pieces anyway).
 QUERY_EMBED_CHARS = 2000
 _MESSAGE_DATE = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
@@ -325,8 +337,12 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     else:
         unit_cos = np.full(len(units), np.nan)
     around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)
+    own_cos = unit_cos
     unit_cos = np.where(np.isnan(unit_cos), around, unit_cos)  # a unit not embedded yet: its chunk's
-    scores = scoring.fuse(coverage, unit_cos, around)
+    # The chunk adds context (a turn that answers the question before it), never takes away: a
+    # fact among unrelated ones in a long MEMORY.md keeps its own strength.
+    context = np.where(np.isnan(around), around, np.fmax(around, unit_cos))
+    scores = scoring.fuse(coverage, unit_cos, context)
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
     for index, unit in enumerate(units):
@@ -335,12 +351,18 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
         if not scope.day_ok(unit_day(chunk.path, unit)):
             continue
         item = _Scored(unit, chunk, float(scores[index]), float(coverage[index]), float(unit_cos[index]),
-                       float(around[index]))
+                       float(context[index]))
         key = (chunk.path, unit.start_line, unit.end_line)
         if key not in best or item.score > best[key].score:
             best[key] = item
     ranked = sorted(best.values(), key=lambda s: (-s.score, s.chunk.path, s.unit.start_line))
-    return Scored(ranked, by_chunk, {u.id: float(scores[i]) for i, u in enumerate(units)})
+    # What a snippet may grow by: a neighbour's own evidence, not the chunk it shares with the best
+    # unit (which would pull a whole chunk in).  A unit without its own vector yet is judged by its
+    # words, and one that shares no word with the query has no evidence at all (the keyword
+    # calibration would give it 0.27, its prior).
+    own = scoring.fuse(coverage, own_cos, own_cos)
+    growable = np.where(np.isnan(own_cos) & (coverage == 0), 0.0, own)
+    return Scored(ranked, by_chunk, {u.id: float(growable[i]) for i, u in enumerate(units)})
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:
@@ -354,9 +376,13 @@ def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Sco
     return sorted(out, key=lambda s: (-s.score, s.chunk.path, s.unit.start_line))
 
 
+def _unit_vector(unit: StoredUnit) -> np.ndarray | None:
+    return np.frombuffer(unit.vector, dtype=np.float16).astype(np.float32) if unit.vector else None
+
+
 def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
-    its chunk that are not clearly unrelated (score >= MERGE_FLOOR), best first, then one line
+    its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
     heading of something else), all within ``limit`` characters: (first line, last line,
     snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed."""
@@ -376,16 +402,31 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     text = text_of(lo, hi)
     if len(text) > limit:
         return order[lo].start_line, order[hi].end_line, text[: max(0, limit - 1)].rstrip() + "…"
+    anchor = _unit_vector(item.unit)
+
+    def joins(neighbour: StoredUnit) -> float | None:
+        """How strongly a neighbour belongs in the snippet, or None: by its own evidence for the
+        query, or by being about the same thing as the match (a question and its answer)."""
+        evidence = by_unit.get(neighbour.id, 0.0)
+        if evidence >= MERGE_FLOOR:
+            return evidence
+        vector = _unit_vector(neighbour)
+        if anchor is not None and vector is not None and float(anchor @ vector) >= MERGE_COHERENCE:
+            return evidence
+        return None
+
     while True:
         options = []
-        if lo > 0 and by_unit.get(order[lo - 1].id, 0.0) >= MERGE_FLOOR:
+        if lo > 0 and order[lo].start_line - order[lo - 1].end_line - 1 <= MERGE_GAP:
+            strength = joins(order[lo - 1])
             candidate = text_of(lo - 1, hi)
-            if len(candidate) <= limit:
-                options.append((by_unit.get(order[lo - 1].id, 0.0), lo - 1, hi, candidate))
-        if hi < len(order) - 1 and by_unit.get(order[hi + 1].id, 0.0) >= MERGE_FLOOR:
+            if strength is not None and len(candidate) <= limit:
+                options.append((strength, lo - 1, hi, candidate))
+        if hi < len(order) - 1 and order[hi + 1].start_line - order[hi].end_line - 1 <= MERGE_GAP:
+            strength = joins(order[hi + 1])
             candidate = text_of(lo, hi + 1)
-            if len(candidate) <= limit:
-                options.append((by_unit.get(order[hi + 1].id, 0.0), lo, hi + 1, candidate))
+            if strength is not None and len(candidate) <= limit:
+                options.append((strength, lo, hi + 1, candidate))
         if not options:
             break
         _, lo, hi, text = max(options, key=lambda o: o[0])
@@ -393,16 +434,18 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     if not lines:
         return first, last, text
     above = first - 1
-    while above >= chunk.start_line and not lines[above - chunk.start_line].strip():
+    while above >= chunk.start_line and first - above <= MERGE_GAP and not lines[above - chunk.start_line].strip():
         above -= 1
-    if above >= chunk.start_line and not order[lo].text.lstrip().startswith("#"):
+    if (above >= chunk.start_line and lines[above - chunk.start_line].strip()
+            and not order[lo].text.lstrip().startswith("#")):
         candidate = span(above, last)
         if len(candidate) <= limit:
             first, text = above, candidate
     below = last + 1
-    while below <= chunk.end_line and not lines[below - chunk.start_line].strip():
+    while below <= chunk.end_line and below - last <= MERGE_GAP and not lines[below - chunk.start_line].strip():
         below += 1
-    if below <= chunk.end_line and not lines[below - chunk.start_line].lstrip().startswith("#"):
+    if (below <= chunk.end_line and lines[below - chunk.start_line].strip()
+            and not lines[below - chunk.start_line].lstrip().startswith("#")):
         candidate = span(first, below)
         if len(candidate) <= limit:
             last, text = below, candidate

@@ -26,12 +26,13 @@ import numpy as np
 import sqlite_vec
 
 from memfs.index.chunking import Chunk
+from memfs.index.units import plain
 from memfs.index.vectors import VectorMatrix
 from memfs.workspace import FileKind
 
 _KINDS = {kind.value for kind in FileKind}
 
-SCHEMA_VERSION = "3"  # 2: private chunks apart (private_fts, vector partition); 3: units
+SCHEMA_VERSION = "4"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan.
 MATRIX_MIN_VECTORS = 20_000
 VEC_KNN_MAX = 4096  # sqlite-vec's largest k
@@ -51,6 +52,10 @@ class FileRecord:
     chunks: int
     error: str
     private: bool = False
+    warning: str = ""  # indexed, but not all of it is text (bad bytes shown as U+FFFD)
+    tail_hash: str = ""  # JSONL: hash of the last bytes indexed, to tell an append from a rewrite
+    resume_line: int = 0  # JSONL: the first line of the last chunk, where an append re-chunks from
+    resume_offset: int = 0  # JSONL: that line's byte offset
 
 
 @dataclass(frozen=True)
@@ -77,11 +82,19 @@ class StoredUnit:
 
     @property
     def embedding_text(self) -> str:
-        return f"{self.context}\n{self.text}" if self.context else self.text
+        return plain(f"{self.context}\n{self.text}" if self.context else self.text)
 
 
 class StoreError(RuntimeError):
     pass
+
+
+_FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
+                 "resume_offset")
+
+
+def _file_record(row: tuple) -> FileRecord:
+    return FileRecord(*row[:7], bool(row[7]), *row[8:])
 
 
 def half(vector: bytes) -> bytes:
@@ -158,7 +171,9 @@ class Store:
                     path TEXT PRIMARY KEY, kind TEXT NOT NULL, hash TEXT NOT NULL,
                     mtime REAL NOT NULL, size INTEGER NOT NULL, chunks INTEGER NOT NULL,
                     error TEXT NOT NULL DEFAULT '', indexed_at REAL NOT NULL,
-                    private INTEGER NOT NULL DEFAULT 0);
+                    private INTEGER NOT NULL DEFAULT 0, warning TEXT NOT NULL DEFAULT '',
+                    tail_hash TEXT NOT NULL DEFAULT '', resume_line INTEGER NOT NULL DEFAULT 0,
+                    resume_offset INTEGER NOT NULL DEFAULT 0);
                 CREATE TABLE IF NOT EXISTS chunks(
                     id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
                     end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
@@ -240,9 +255,8 @@ class Store:
     def file(self, path: str) -> FileRecord | None:
         with self.lock:
             row = self.conn.execute(
-                "SELECT path, kind, hash, mtime, size, chunks, error, private FROM files WHERE path = ?", (path,)
-            ).fetchone()
-        return None if row is None else FileRecord(*row[:7], bool(row[7]))
+                f"SELECT {_FILE_COLUMNS} FROM files WHERE path = ?", (path,)).fetchone()
+        return None if row is None else _file_record(row)
 
     def paths_under(self, rel: str) -> list[str]:
         """Indexed paths equal to ``rel`` or below it (a range scan on the primary key; '0' is
@@ -254,16 +268,20 @@ class Store:
             ).fetchall()
         return [str(r[0]) for r in rows]
 
+    def problem_files(self) -> dict[str, tuple[str, str]]:
+        """path -> (why it is not indexed, what was wrong with it) for every file with either."""
+        with self.lock:
+            rows = self.conn.execute("SELECT path, error, warning FROM files WHERE error != '' OR warning != ''")
+            return {str(r[0]): (str(r[1]), str(r[2])) for r in rows}
+
     def public_paths(self) -> list[str]:
         with self.lock:
             return [str(r[0]) for r in self.conn.execute("SELECT path FROM files WHERE private = 0")]
 
     def files(self) -> list[FileRecord]:
         with self.lock:
-            rows = self.conn.execute(
-                "SELECT path, kind, hash, mtime, size, chunks, error, private FROM files ORDER BY path"
-            ).fetchall()
-        return [FileRecord(*r[:7], bool(r[7])) for r in rows]
+            rows = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM files ORDER BY path").fetchall()
+        return [_file_record(r) for r in rows]
 
     def replace_file(
         self,
@@ -274,16 +292,21 @@ class Store:
         cached: dict[str, bytes],
         unit_hashes: list[list[str]] | None = None,
         days: list[tuple[str | None, str | None]] | None = None,
+        from_line: int | None = None,
     ) -> int:
         """Swap a file's chunks (and their units) for new ones in one transaction; returns how
         many still need an embedding (those whose text hash is not in ``cached``).  ``days``:
-        each chunk's first and last date (None for undated text)."""
+        each chunk's first and last date (None for undated text).  With ``from_line``, only the
+        chunks starting at or after that line are replaced (an append to a JSONL file)."""
         pending = 0
         private = int(record.private)
         jsonl = int(FileKind(record.kind).is_jsonl) if record.kind in _KINDS else 0
         fts = "private_fts" if private else "chunks_fts"
         with self.transaction() as conn:
-            self._delete_chunks(conn, record.path)
+            if from_line is None:
+                self._delete_chunks(conn, record.path)
+            else:
+                self._delete_chunks(conn, record.path, from_line)
             vec = self.has_vectors
             for position, (chunk, digest, body) in enumerate(zip(chunks, chunk_hashes, fts_bodies)):
                 vector = cached.get(digest)
@@ -314,27 +337,30 @@ class Store:
                         self._matrix.add(chunk_id, vector, bool(private))
                 elif vec:
                     pending += 1
+            total = int(conn.execute("SELECT count(*) FROM chunks WHERE path = ?", (record.path,)).fetchone()[0])
             conn.execute(
-                "INSERT OR REPLACE INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at, private) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (record.path, record.kind, record.hash, record.mtime, record.size, len(chunks), record.error,
-                 time.time(), private),
+                "INSERT OR REPLACE INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at, private, "
+                "warning, tail_hash, resume_line, resume_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (record.path, record.kind, record.hash, record.mtime, record.size, total, record.error,
+                 time.time(), private, record.warning, record.tail_hash, record.resume_line, record.resume_offset),
             )
         return pending
 
-    def _delete_chunks(self, conn: apsw.Connection, path: str) -> None:
-        rows = conn.execute("SELECT id, private FROM chunks WHERE path = ?", (path,)).fetchall()
+    def _delete_chunks(self, conn: apsw.Connection, path: str, from_line: int = 0) -> None:
+        rows = conn.execute("SELECT id, private FROM chunks WHERE path = ? AND start_line >= ?",
+                            (path, from_line)).fetchall()
         if not rows:
             return
         vec = self.has_vectors
-        conn.execute("DELETE FROM units WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?)", (path,))
+        conn.execute("DELETE FROM units WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ? AND start_line >= ?)",
+                     (path, from_line))
         for chunk_id, private in rows:
             conn.execute(f"DELETE FROM {'private_fts' if private else 'chunks_fts'} WHERE rowid = ?", (chunk_id,))
             if vec:
                 conn.execute("DELETE FROM chunks_vec WHERE rowid = ?", (chunk_id,))
                 if self._matrix is not None:
                     self._matrix.remove(chunk_id)
-        conn.execute("DELETE FROM chunks WHERE path = ?", (path,))
+        conn.execute("DELETE FROM chunks WHERE path = ? AND start_line >= ?", (path, from_line))
 
     def remove_file(self, path: str) -> bool:
         with self.transaction() as conn:

@@ -28,6 +28,11 @@ def render_status(info: dict[str, object]) -> str:
             f"index:      {info['index_path']} ({_size(int(info['index_bytes']))}, generation {info['generation']})",
             f"cache:      {info['cached_embeddings']} embeddings",
         ]
+    problems = info.get("problems") or []
+    for problem in problems[:10]:  # type: ignore[union-attr]
+        lines.append(f"problem:    {problem['path']}: {problem['not_indexed'] or problem['warning']}")
+    if len(problems) > 10:  # type: ignore[arg-type]
+        lines.append(f"problem:    ... and {len(problems) - 10} more (memfs status --json lists them all)")  # type: ignore[arg-type]
     if info.get("mounted_at"):
         lines.append(f"mount:      {info['mounted_at']} (up {info['uptime_s']} s)")
     if info.get("provider_error"):

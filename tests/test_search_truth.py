@@ -1,0 +1,188 @@
+"""Search that tells the truth: calibrated scores (a meaning-only match passes, junk gets nothing),
+the top of a list independent of n, snippets that cite exactly what matched, scoped and shaped
+queries, bad input, and nothing silently missing from the index."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+from memfs.memory import BadOption, SearchOptions, parse_options
+
+FACTS = """# Memory
+
+## Health
+- The user is allergic to penicillin.
+
+## Work
+- Plan: upgrade the payments Postgres cluster from version 13 to 16 next sprint.
+- Standup is at 09:30 every weekday.
+"""
+
+
+@pytest.fixture
+def facts(workspace: Path, make_memory):
+    write(workspace / "MEMORY.md", FACTS)
+    memory = make_memory(workspace)
+    memory.index()
+    return memory
+
+
+@pytest.mark.parametrize("query,expected", [
+    ("medication allergy", "penicillin"),
+    ("what medicine can't the user take", "penicillin"),
+    ("moving the payments DB to a newer version", "Postgres"),
+])
+def test_a_strong_meaning_only_match_passes_the_default(facts, query: str, expected: str) -> None:
+    results = facts.search(query).results
+    assert results and expected in results[0].snippet, (query, [(r.snippet, r.score) for r in results])
+    assert results[0].score >= facts.cfg.search.min_score
+    assert all(expected not in r.snippet for r in results[1:])  # the other facts are not dragged in
+
+
+def test_a_weaker_meaning_match_still_ranks_first(facts) -> None:
+    # "drug intolerance" is further from the penicillin line (cosine .45) than the dev set's
+    # unrelated look-alikes are on average; below min_score, but the order is still right.
+    results = facts.search("drug intolerance", min_score=0).results
+    assert "penicillin" in results[0].snippet and results[0].score > 2 * results[1].score
+
+
+@pytest.mark.parametrize("query", ["zebra giraffe 0", "the and of", "?!... ()", "🦄🦄", "x" * 10_000,
+                                   "what is the capital of Mongolia", "quantum chromodynamics lecture notes"])
+def test_unrelated_or_junk_queries_get_no_results(facts, query: str) -> None:
+    response = facts.search(query)
+    assert response.results == [], [(r.snippet, r.score) for r in response.results]
+    assert facts.search(query).as_dict() == response.as_dict()  # deterministic
+
+
+def test_the_top_of_a_list_never_depends_on_n(workspace: Path, make_memory, locomo_day) -> None:
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    for query in ("When did Caroline go to the LGBTQ support group?", "painting", "kids camping"):
+        ten = memory.search(query, max_results=10, min_score=0).results
+        for n in (1, 3, 6):
+            assert memory.search(query, max_results=n, min_score=0).results == ten[:n], (query, n)
+        assert [r.score for r in ten] == sorted((r.score for r in ten), reverse=True)
+
+
+def test_a_citation_covers_exactly_the_snippet(workspace: Path, make_memory, locomo_day) -> None:
+    day = locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    results = memory.search("LGBTQ support group", max_results=6, min_score=0).results
+    assert results and results[0].path == "memory/2023-05-08.md"
+    for r in results:
+        lines = (workspace / r.path).read_text().split("\n")
+        assert r.snippet == "\n".join(lines[r.start_line - 1 : r.end_line]).strip("\n")
+        assert r.chunk_start_line <= r.start_line <= r.end_line <= r.chunk_end_line
+        assert len(r.snippet) <= memory.cfg.search.snippet_chars
+    top = results[0]
+    assert top.start_line <= 13 <= top.end_line and top.end_line - top.start_line < 30
+    assert "chunk_start_line" in memory.search("LGBTQ").as_dict()["results"][0]
+
+
+def test_options_scope_dates_mmr_and_decay(workspace: Path, make_memory) -> None:
+    write(workspace / "memory" / "2026-10-01.md", "- Garden: planted tomatoes and basil.\n")
+    write(workspace / "memory" / "2026-11-20.md", "- Garden: the tomatoes are ripe now.\n")
+    write(workspace / "memory" / "notes" / "garden.md", "- Garden plan: tomatoes along the fence.\n")
+    write(workspace / "MEMORY.md", "- The user grows tomatoes in the garden every year.\n")
+    write(workspace / "sessions" / "s1.jsonl", json.dumps(
+        {"type": "message", "timestamp": "2026-11-15T10:00:00Z",
+         "message": {"role": "user", "content": "Remind me to water the tomatoes in the garden"}}) + "\n")
+    (workspace / "clawgpt-memory").mkdir()
+    write(workspace / "clawgpt-memory" / "2026-11-02.jsonl", json.dumps(
+        {"id": "c1", "chatId": "c", "chatTitle": "t", "role": "user",
+         "content": "Which tomatoes grow best in a small garden?", "timestamp": 1793613600000}) + "\n")
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+
+    def paths(**values: str) -> list[str]:
+        return [r.path for r in memory.search("tomatoes garden", options=parse_options(values)).results]
+
+    assert set(paths()) >= {"MEMORY.md", "memory/2026-10-01.md", "sessions/s1.jsonl", "clawgpt-memory/2026-11-02.jsonl"}
+    assert set(paths(**{"in": "memory"})) == {"memory/2026-10-01.md", "memory/2026-11-20.md", "memory/notes/garden.md"}
+    assert paths(**{"in": "sessions"}) == ["sessions/s1.jsonl"]
+    assert paths(**{"in": "sync"}) == ["clawgpt-memory/2026-11-02.jsonl"]
+    assert paths(**{"in": "MEMORY.md"}) == ["MEMORY.md"]
+    assert paths(**{"in": "memory/notes"}) == ["memory/notes/garden.md"]
+    # Dates: a daily file by its name, a message by its timestamp; undated files are left out.
+    assert set(paths(after="2026-11-01")) == {"memory/2026-11-20.md", "sessions/s1.jsonl",
+                                              "clawgpt-memory/2026-11-02.jsonl"}
+    assert set(paths(after="2026-11-01", before="2026-11-16")) == {"sessions/s1.jsonl",
+                                                                   "clawgpt-memory/2026-11-02.jsonl"}
+    assert paths(before="2026-10-02") == ["memory/2026-10-01.md"]
+    decayed = memory.search("tomatoes garden", options=parse_options({"decay": "7", "min": "0"})).results
+    dated = [r for r in decayed if r.path.startswith("memory/20")]
+    assert dated[0].path == "memory/2026-11-20.md"  # the newer of the two daily logs wins
+    assert any(r.path == "MEMORY.md" for r in decayed)  # undated: never decayed away
+    plain = memory.search("tomatoes garden", options=parse_options({"n": "4", "min": "0"})).results
+    diverse = memory.search("tomatoes garden", options=parse_options({"n": "4", "min": "0", "mmr": "0.3"})).results
+    assert plain[0] == diverse[0] and len(diverse) == len(plain)
+
+
+@pytest.mark.parametrize("values,message", [
+    ({"n": "0"}, "n must be from 1 to 100"), ({"n": "abc"}, "whole number"), ({"min": "2"}, "from 0 to 1"),
+    ({"after": "yesterday"}, "YYYY-MM-DD"), ({"before": "2026-13-01"}, "YYYY-MM-DD"),
+    ({"after": "2026-11-02", "before": "2026-11-01"}, "nothing could match"), ({"mmr": "1.5"}, "from 0 to 1"),
+    ({"decay": "0"}, "more than 0"), ({"in": "../etc"}, "a path in the workspace"), ({"x": "1"}, "unknown option"),
+])
+def test_malformed_options_are_named(values: dict[str, str], message: str) -> None:
+    with pytest.raises(BadOption, match=message):
+        parse_options(values)
+    assert parse_options({}) == SearchOptions()
+
+
+def test_emoji_and_symbols_are_searchable(workspace: Path, make_memory) -> None:
+    write(workspace / "memory" / "2026-11-20.md", "- Launch day 🚀 went well.\n- Budget: 40 € a month.\n- Plain line.\n")
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    assert "🚀" in memory.search("🚀").results[0].snippet
+    assert "€" in memory.search("€").results[0].snippet
+
+
+def test_bad_bytes_are_indexed_around_and_reported(workspace: Path, make_memory) -> None:
+    write(workspace / "MEMORY.md", "# Memory\n- The boat is called Wren.\n")
+    with open(workspace / "MEMORY.md", "ab") as memory_file:
+        memory_file.write(os.urandom(65536) + b"\n- After the noise: the cat is called Miso.\n")
+    with open(workspace / "memory" / "2026-11-20.md", "wb") as day:
+        day.write(b"- we met Ana\n" + b"\xff\xfe " * 1000 + b"\n- the bakery on Elm street opened\n")
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    boat = memory.search("boat called Wren").results[0]
+    cat = memory.search("cat called Miso")
+    assert boat.path == "MEMORY.md" and "Wren" in boat.snippet
+    assert "Miso" in cat.results[0].snippet and cat.results[0].end_line - cat.results[0].start_line < 3
+    lines = (workspace / "MEMORY.md").read_bytes().split(b"\n")
+    assert b"Miso" in lines[cat.results[0].end_line - 1]  # line numbers stay true
+    assert any("MEMORY.md: " in w and "not text" in w for w in cat.warnings)
+    assert "bakery on Elm" in memory.search("bakery Elm street").results[0].snippet
+    problems = {p["path"]: p for p in memory.status()["problems"]}
+    assert "not text" in problems["MEMORY.md"]["warning"] and "not text" in problems["memory/2026-11-20.md"]["warning"]
+
+
+def test_transcripts_of_any_size_are_indexed_incrementally(workspace: Path, make_memory) -> None:
+    transcript = workspace / "sessions" / "long.jsonl"
+    transcript.parent.mkdir()
+    with open(transcript, "w") as out:
+        for i in range(20_000):
+            out.write(json.dumps({"type": "message", "message": {
+                "role": "user", "content": f"message {i} about topic {i % 89} " + "filler " * 10}}) + "\n")
+    write(workspace / "memory" / "huge-notes.md", "word " * 600_000)
+    memory = make_memory(workspace, embedding__provider="none", index__max_file_mb="1")
+    outcomes = {o.path: o for o in memory.index()}
+    assert outcomes["sessions/long.jsonl"].action == "indexed" and transcript.stat().st_size > 3 * 2**20
+    assert outcomes["memory/huge-notes.md"].action == "skipped"
+    with open(transcript, "a") as out:
+        out.write(json.dumps({"type": "message", "message": {"role": "user", "content": "ZEBRAFISH at the end"}}) + "\n")
+    appended = memory.file_changed("sessions/long.jsonl")
+    assert appended.action == "indexed" and appended.chunks <= 2  # only the tail was chunked again
+    hit = memory.search("ZEBRAFISH at the end").results[0]
+    assert hit.path == "sessions/long.jsonl" and hit.end_line == 20_001
+    assert memory.file_changed("sessions/long.jsonl").action == "unchanged"
+    warnings = memory.search("ZEBRAFISH").warnings
+    assert any("memory/huge-notes.md" in w and "index.max_file_mb" in w for w in warnings)

@@ -8,17 +8,18 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from memfs.config import Config, ConfigError, load_config, parse_override, trusted_state_dir
-from memfs.memory import (BadOption, GetError, IndexBusy, Memory, NotAllowed, SearchOptions, UnknownMode,
-                          parse_options)
-from memfs.mounttable import live_record, log_file, memfs_mount_containing
-from memfs.render.results import render_json, render_markdown
-from memfs.render.status import render_status
-from memfs.workspace import init_workspace
+from memfs.serve.answerer import Answerer
+from memfs.serve.wire import Answer, Invocation
+
+# Only click and the socket client are imported up front: a command a daemon answers, --help and
+# --version must not pay for pydantic, numpy or the model (the rest is imported where it is used).
+if TYPE_CHECKING:
+    from memfs.config import Config
+    from memfs.memory import Memory
 
 log = logging.getLogger("memfs")
 
@@ -67,44 +68,19 @@ def _options(opts: dict[str, Any]) -> dict[str, Any]:
 
 
 def _config(opts: dict[str, Any], needs_workspace: bool = True) -> Config:
-    """The effective configuration.  A workspace that is (inside) a memfs mount means the
-    mount's own workspace, with the agent and the settings it was started with; inside a
-    shared-mode mount the mode is shared, whatever is asked."""
+    """The effective configuration (see :mod:`memfs.invocation`)."""
+    from memfs.invocation import InvocationError, resolve
+
     opts = _options(opts)
     _setup_logging(opts["verbose"])
-    overrides = [parse_override(o) for o in opts["overrides"]] if opts["overrides"] else []
-    mode = opts["mode"]
-    start = Path(os.path.expanduser(str(opts["workspace"] or os.environ.get("MEMFS_WORKSPACE") or Path.cwd())))
-    point = memfs_mount_containing(start.resolve()) if start.exists() else None
-    workspace, agent, config_file = opts["workspace"], opts["agent"], opts["config_file"]
-    if point is not None:
-        record = live_record(trusted_state_dir(), point)
-        if record is None:
-            if needs_workspace:
-                raise click.ClickException(
-                    f"{start} is inside the memfs mount {point}, which has no running daemon recorded in "
-                    f"{trusted_state_dir()} (another MEMFS_STATE_DIR?): pass --workspace with the workspace folder")
-        else:
-            if record.mode != "main":
-                if mode is not None and mode.strip().lower() == "main":
-                    raise click.ClickException(f"{point} is a shared-mode mount: the main mode is not available in it")
-                mode = record.mode
-            elif mode is None and "MEMFS_MODE" not in os.environ:
-                mode = record.mode
-            workspace = Path(record.workspace)
-            agent = agent or (None if "MEMFS_AGENT" in os.environ else record.agent)
-            config_file = config_file or record.config_file or None
-            overrides = [parse_override(o) for o in record.overrides] + overrides
     try:
-        cfg = load_config(workspace=workspace, agent=agent, mode=mode, config_file=config_file, overrides=overrides)
-    except ConfigError as exc:
-        raise click.ClickException(f"config: {exc}") from None
+        cfg = resolve(Invocation.here(opts), needs_workspace)
+    except InvocationError as exc:
+        raise click.ClickException(str(exc)) from None
     if cfg.mode != "main":
         # Per-file log lines (a rebuild, a skipped file) would name private files.
         for name in ("memfs.index", "memfs.memory", "memfs.state"):
             logging.getLogger(name).setLevel(logging.ERROR)
-    if point is not None and workspace is not None and Path(workspace) != Path(opts["workspace"] or "/nonexistent"):
-        cfg.sources["workspace"] = f"the mount {point}"
     return cfg
 
 
@@ -114,6 +90,9 @@ def _memory(cfg: Config, must_exist: bool = True) -> Memory:
             f"workspace {cfg.workspace} does not exist: create it with `memfs init {cfg.workspace}` "
             "or pass --workspace"
         )
+    from memfs.memory import Memory
+    from memfs.mounttable import memfs_mount_containing
+
     point = memfs_mount_containing(cfg.workspace)
     if point is not None:
         raise click.ClickException(
@@ -135,6 +114,8 @@ def main(ctx: click.Context, **opts: Any) -> None:
 @global_options
 def init(directory: Path | None, **opts: Any) -> None:
     """Create a workspace from the template (never overwrites an existing file)."""
+    from memfs.workspace import init_workspace
+
     cfg = _config(opts)
     target = (directory or cfg.workspace).expanduser().resolve()
     if target.exists() and not target.is_dir():
@@ -167,57 +148,75 @@ def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
     return update, finish
 
 
+def _emit(answer: Answer) -> None:
+    """Print a command's answer; its error ends the command as click's errors do."""
+    if answer.stdout:
+        click.echo(answer.stdout, nl=False)
+    if answer.stderr:
+        click.echo(answer.stderr, nl=False, err=True)
+    if answer.error is not None:
+        raise (click.UsageError if answer.usage else click.ClickException)(answer.error)
+
+
+def _opener(opts: dict[str, Any]) -> Callable[[], tuple[Memory, Config]]:
+    def open_local() -> tuple[Memory, Config]:
+        cfg = _config(opts)
+        return _memory(cfg), cfg
+
+    return open_local
+
+
+class _Answerer(Answerer):
+    """Says at -v who answered: a daemon, or this process."""
+
+    def answer(self, command: str, args: dict[str, Any]) -> Answer:
+        answer = super().answer(command, args)
+        if self.memory is None:
+            log.info("%s answered by the daemon with pid %s", command, self.client.daemon_pid)
+        else:
+            log.info("%s answered in this process (no daemon serves this workspace and agent with these settings)",
+                     command)
+        return answer
+
+
+def _answerer(opts: dict[str, Any]) -> Answerer:
+    opts = _options(opts)
+    _setup_logging(opts["verbose"])
+    return _Answerer(Invocation.here(opts), _opener(opts))
+
+
 @main.command()
 @click.option("--rebuild", is_flag=True, help="Build the index anew from the files (cache kept).")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @global_options
 def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     """Index the workspace's memory files (incremental: unchanged files are skipped)."""
-    cfg = _config(opts)
-    privacy_quiet = cfg.mode != "main"  # a shared caller gets the counts only
-    memory = _memory(cfg)
-    files_bar, files_done = _bar("reading files")
-    embed_bar, embed_done = _bar("embedding chunks")
-    try:
+    from memfs import commands
+
+    args = {"json": as_json}
+    with _answerer(opts) as answerer:
+        if not rebuild:
+            answer = answerer.client.run("index", args)
+            if answer is not None:
+                _emit(answer)
+                return
+        memory, cfg = answerer.local()
+        files_bar, files_done = _bar("reading files")
+        embed_bar, embed_done = _bar("embedding chunks")
         if rebuild:
+            from memfs.memory import IndexBusy
+
             try:
                 outcomes = memory.rebuild(progress=files_bar)
             except IndexBusy as exc:
                 raise click.ClickException(str(exc)) from None
             files_done()
+            answer = commands.index_report(memory, cfg, outcomes, as_json)
         else:
-            outcomes = memory.indexer.reconcile(files_bar)
+            answer = commands.index(memory, cfg, args, files_bar, embed_bar)
             files_done()
-            memory.embed_pending(progress=embed_bar)
             embed_done()
-        status = memory.status()
-    finally:
-        memory.close()
-    privacy = memory.privacy()
-    shown = [o for o in outcomes if not privacy.hides(o.path)]
-    summary: dict[str, int] = {}
-    for outcome in shown:
-        summary[outcome.action] = summary.get(outcome.action, 0) + 1
-    skipped = [] if privacy_quiet else [o for o in shown if o.action == "skipped"]
-    warned = [] if privacy_quiet else [o for o in shown if o.action == "indexed" and o.reason]
-    if as_json:
-        click.echo(json.dumps({"summary": summary, "skipped": [{"path": o.path, "reason": o.reason} for o in skipped],
-                               "warnings": [{"path": o.path, "warning": o.reason} for o in warned],
-                               "status": status}))
-        return
-    for outcome in skipped:
-        click.echo(f"skipped {outcome.path}: {outcome.reason}", err=True)
-    for outcome in warned:
-        click.echo(f"warning: {outcome.path}: {outcome.reason}; the rest is indexed", err=True)
-    parts = ", ".join(f"{n} {action}" for action, n in sorted(summary.items())) or "no memory files"
-    click.echo(f"{parts}; {status['files']} files, {status['chunks']} chunks, {status['pending']} pending")
-    if status["provider_error"]:
-        click.echo(f"warning: embeddings unavailable: {status['provider_error']}", err=True)
-
-
-def _search_one(memory: Memory, query: str, as_json: bool, options: SearchOptions) -> str:
-    response = memory.search(query, options=options)
-    return render_json(response) if as_json else render_markdown(response)
+    _emit(answer)
 
 
 @main.command()
@@ -236,25 +235,23 @@ def search(query: str, as_json: bool, limit: str | None, min_score: str | None, 
            after: str | None, before: str | None, mmr: str | None, decay: str | None, **opts: Any) -> None:
     """Hybrid search of the memory.  QUERY '-' reads one query per line from stdin."""
     given = {"n": limit, "min": min_score, "in": scope, "after": after, "before": before, "mmr": mmr, "decay": decay}
-    try:
-        options = parse_options({k: v for k, v in given.items() if v is not None})
-    except BadOption as exc:
-        raise click.UsageError(str(exc)) from None
-    cfg = _config(opts)
-    memory = _memory(cfg)
-    try:
+    options = {k: v for k, v in given.items() if v is not None}
+    if options:  # a mistyped option is a usage error before anything else is looked at
+        from memfs.index.search import BadOption, parse_options
+
+        try:
+            parse_options(options)
+        except BadOption as exc:
+            raise click.UsageError(str(exc)) from None
+    with _answerer(opts) as answerer:
         if query == "-":
             for line in sys.stdin:
-                text = line.rstrip("\n")
                 # One answer per input line, blank or not, so answers match questions by position.
-                click.echo(_search_one(memory, text, as_json, options), nl=False)
+                _emit(answerer.answer("search", {"query": line.rstrip("\n"), "json": as_json, "options": options,
+                                                 "line": True}))
                 sys.stdout.flush()
             return
-        if not query.strip():
-            raise click.ClickException("the query is empty")
-        click.echo(_search_one(memory, query, as_json, options), nl=False)
-    finally:
-        memory.close()
+        _emit(answerer.answer("search", {"query": query, "json": as_json, "options": options}))
 
 
 @main.command()
@@ -268,33 +265,8 @@ def search(query: str, as_json: bool, limit: str | None, min_score: str | None, 
 def get(path: str, from_line: int, lines: int | None, as_json: bool, **opts: Any) -> None:
     """Read part of a memory file, bounded; says where to continue.  PATH is relative to the
     workspace (as search results cite it), or to the current folder inside the workspace."""
-    cfg = _config(opts)
-    memory = _memory(cfg)
-    try:
-        result = memory.get(_workspace_path(cfg, path), from_line, lines)
-    except GetError as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        memory.close()
-    if as_json:
-        click.echo(json.dumps(result.as_dict(), ensure_ascii=False))
-        return
-    click.echo(result.text, nl=False)
-    if result.next_from is not None:
-        click.echo(
-            f"[memfs: lines {result.from_line}-{result.to_line} of {result.total_lines}; continue with "
-            f"memfs get {result.path} --from {result.next_from}]", err=True)
-
-
-def _workspace_path(cfg: Config, path: str) -> str:
-    """``path`` as given, unless it only exists relative to the current folder inside the
-    workspace (``cd memory; memfs get 2026-11-22.md``)."""
-    if os.path.isabs(path) or (cfg.workspace / path).exists():
-        return path
-    here = Path.cwd().resolve()
-    if (here == cfg.workspace or cfg.workspace in here.parents) and (here / path).exists():
-        return str(here / path)
-    return path
+    with _answerer(opts) as answerer:
+        _emit(answerer.answer("get", {"path": path, "from_line": from_line, "lines": lines, "json": as_json}))
 
 
 @main.command()
@@ -302,16 +274,8 @@ def _workspace_path(cfg: Config, path: str) -> str:
 @global_options
 def status(as_json: bool, **opts: Any) -> None:
     """Files, chunks, pending embeddings, provider and index size."""
-    cfg = _config(opts)
-    memory = _memory(cfg)
-    try:
-        info = memory.status()
-    finally:
-        memory.close()
-    click.echo(json.dumps(info) if as_json else render_status(info), nl=not as_json)
-    if not info["indexed"] and not as_json:
-        click.echo(f"warning: this workspace has not been indexed yet for agent {cfg.agent}: run `memfs index`",
-                   err=True)
+    with _answerer(opts) as answerer:
+        _emit(answerer.answer("status", {"json": as_json}))
 
 
 @main.command()
@@ -320,38 +284,21 @@ def status(as_json: bool, **opts: Any) -> None:
 def context(bundle_mode: str | None, **opts: Any) -> None:
     """Print the context bundle (main, or shared without private files); same bytes as
     context/MODE.md.  Without an argument: the bundle of --mode (main by default)."""
-    cfg = _config(opts)
-    memory = _memory(cfg)
-    try:
-        click.echo(memory.bundle((bundle_mode or cfg.mode).strip().lower()), nl=False)
-    except (UnknownMode, NotAllowed) as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        memory.close()
+    with _answerer(opts) as answerer:
+        _emit(answerer.answer("context", {"mode": bundle_mode}))
 
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True, help="Print what was stored as JSON instead of NO_REPLY.")
 @global_options
 def sync(as_json: bool, **opts: Any) -> None:
-    """Store one [CLAWGPT-SYNC] message read from stdin; prints NO_REPLY on success."""
-    from memfs.sync.protocol import SyncError
+    """Store one [CLAWGPT-SYNC] message read from stdin; prints NO_REPLY on success and what was
+    stored on stderr."""
+    import base64
 
-    cfg = _config(opts)
     data = sys.stdin.buffer.read()
-    if not data.strip():
-        raise click.ClickException("no sync message on stdin (expected a [CLAWGPT-SYNC] message or JSONL lines)")
-    memory = _memory(cfg)
-    try:
-        result = memory.ingest_sync(data, "stdin")
-    except SyncError as exc:
-        raise click.ClickException(f"sync message rejected: {exc} (kept under clawgpt-memory/.rejected/)") from None
-    finally:
-        memory.close()
-    if as_json:
-        click.echo(json.dumps({"stored": result.stored, "duplicates": result.duplicates, "files": result.files}))
-    else:
-        click.echo("NO_REPLY")
+    with _answerer(opts) as answerer:
+        _emit(answerer.answer("sync", {"data": base64.b64encode(data).decode(), "json": as_json}))
 
 
 @main.command("config")
@@ -379,6 +326,7 @@ def config_cmd(as_json: bool, **opts: Any) -> None:
 @global_options
 def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, **opts: Any) -> None:
     """Mount WORKSPACE on MOUNTPOINT: a passthrough whose memory writes are indexed at once."""
+    from memfs.config import parse_override
     from memfs.fs import mount as lifecycle
 
     given = _options(opts)["workspace"]
@@ -418,39 +366,66 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
 @global_options
 def umount(mountpoint: Path, **opts: Any) -> None:
     """Unmount cleanly (also clears a stale mount left by a crashed memfs)."""
-    from memfs.fs import mount as lifecycle
+    from memfs.mounttable import MountError, unmount
+    from memfs.userdirs import trusted_state_dir
 
-    cfg = _config(opts, needs_workspace=False)
+    opts = _options(opts)
+    # Mount records live in the trusted state directory; only --set or --config can move it,
+    # and only then is the whole configuration loaded (it costs more than the unmount).
+    state_dir = _config(opts, needs_workspace=False).state_dir if opts["overrides"] or opts["config_file"] \
+        else trusted_state_dir()
     target = Path(os.path.abspath(mountpoint.expanduser()))
     try:
-        outcome = lifecycle.unmount(target, cfg.state_dir)
-    except lifecycle.MountError as exc:
+        outcome = unmount(target, state_dir)
+    except MountError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{outcome}: {target}")
+    outcome, _, note = outcome.partition("; ")
+    click.echo(f"{outcome}: {target}" + (f" ({note})" if note else ""))
+
+
+def _serve(workspace_dir: Path | None, opts: dict[str, Any]) -> None:
+    from memfs.serve.daemon import ServeDaemon
+
+    opts = _options({**opts, "workspace": workspace_dir or opts["workspace"]})
+    cfg = _config(opts)
+    if opts["verbose"] == 0:
+        logging.getLogger().setLevel(logging.INFO)
+    _memory(cfg).close()  # the same checks as every command (the workspace exists, is no mount)
+    left = ServeDaemon(cfg).run()
+    if left:
+        click.echo(f"stopped; {left} passages wait for an embedding (the next start embeds them)", err=True)
+
+
+@main.command()
+@click.argument("workspace_dir", metavar="WORKSPACE", required=False, type=click.Path(file_okay=False, path_type=Path))
+@global_options
+def serve(workspace_dir: Path | None, **opts: Any) -> None:
+    """Keep WORKSPACE's index current and answer memfs commands from a warm process, without
+    FUSE (the watcher, background embedding, the command socket); Ctrl-C stops."""
+    _serve(workspace_dir, opts)
 
 
 @main.command()
 @click.argument("workspace_dir", metavar="WORKSPACE", required=False, type=click.Path(file_okay=False, path_type=Path))
 @global_options
 def watch(workspace_dir: Path | None, **opts: Any) -> None:
-    """Keep the index current by watching WORKSPACE (no FUSE needed); Ctrl-C stops."""
-    import trio
+    """The same as `memfs serve` (its earlier name)."""
+    _serve(workspace_dir, opts)
 
-    from memfs.watch import watch_workspace
 
-    opts = _options({**opts, "workspace": workspace_dir or opts["workspace"]})
-    cfg = _config(opts)
-    if opts["verbose"] == 0:
-        logging.getLogger().setLevel(logging.INFO)
-    memory = _memory(cfg)
+@main.command("mcp")
+@global_options
+def mcp_cmd(**opts: Any) -> None:
+    """Serve the memory as MCP tools over stdio (memory_search, memory_get, memory_context,
+    memory_append, memory_sync), answered by the running mount or `memfs serve` when there is one."""
+    from memfs.mcp import build_server
+
+    opts = _options(opts)
+    server, answerer = build_server(Invocation.here(opts), _opener(opts))
     try:
-        memory.index()
-        log.info("watching %s (agent %s)", cfg.workspace, cfg.agent)
-        trio.run(watch_workspace, memory)
-    except* KeyboardInterrupt:
-        log.info("stopped watching %s", cfg.workspace)  # Ctrl-C is how it ends: no traceback
+        server.run("stdio")
     finally:
-        memory.close()
+        answerer.close()
 
 
 if __name__ == "__main__":

@@ -23,8 +23,18 @@ import zoneinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
+
+from memfs.userdirs import CONFIG_FILE, config_file_candidates, default_state_dir, trusted_state_dir  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -256,9 +266,8 @@ class Config(_Section):
 
 
 WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-memory")
-CONFIG_FILE = ".memfs.toml"  # a workspace's own settings
 # Environment variables that are not settings but are ours all the same.
-OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR"})
+OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR", "MEMFS_NO_DAEMON"})
 # Settings renamed since they were introduced: the old key keeps working.
 RENAMED = {"bundle.private_files": "privacy.private_paths"}
 # Settings that no longer mean anything: accepted with a warning, so an old config still loads.
@@ -267,11 +276,6 @@ RETIRED = {
     "search.text_weight": "scores are calibrated now (memfs/index/scoring.py)",
     "search.candidate_multiplier": "the candidate pool no longer depends on the number of results",
 }
-
-
-def default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "memfs"
 
 
 def _walk(obj: BaseModel, prefix: str = "") -> typing.Iterator[tuple[str, Any]]:
@@ -371,31 +375,6 @@ def find_workspace(start: Path) -> Path | None:
         if any((directory / marker).exists() for marker in WORKSPACE_MARKERS):
             return directory
     return None
-
-
-def trusted_state_dir(env: typing.Mapping[str, str] | None = None) -> Path:
-    """The state directory as the user set it (env, then the user's own config file), never as a
-    workspace's .memfs.toml says: what a workspace holds may have been written by a shared agent."""
-    env = os.environ if env is None else env
-    if env.get("MEMFS_STATE_DIR"):
-        return Path(os.path.expanduser(env["MEMFS_STATE_DIR"])).resolve()
-    user = config_file_candidates(None)[0]
-    try:
-        table = tomllib.loads(user.read_text(encoding="utf-8"))
-        if isinstance(table.get("state_dir"), str):
-            return Path(os.path.expanduser(table["state_dir"])).resolve()
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-        pass
-    return default_state_dir().resolve()
-
-
-def config_file_candidates(workspace: Path | None) -> list[Path]:
-    paths: list[Path] = []
-    if workspace is not None:
-        paths.append(workspace / CONFIG_FILE)
-    xdg = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    paths.append(Path(xdg) / "memfs" / "config.toml")
-    return paths
 
 
 def load_config(

@@ -19,19 +19,29 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from memfs.lazy import lazy_module
 
+np = lazy_module("numpy")
+
+from memfs import notes
 from memfs.config import MAIN_MODE, SHARED_MODE, Config, PrivacyConfig
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
-from memfs.index.search import (QUERY_EMBED_CHARS, BadOption, SearchOptions, SearchParams, SearchResponse,
-                                hybrid_search, parse_options)
+from memfs.index.search import (  # noqa: F401  (front ends take them from here)
+    QUERY_EMBED_CHARS,
+    BadOption,
+    SearchOptions,
+    SearchParams,
+    SearchResponse,
+    hybrid_search,
+    parse_options,
+)
 from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
+from memfs.state import StatePaths, WorkspaceIdentity, locate
 from memfs.sync import protocol as sync_protocol
 from memfs.sync.store import IngestResult, SyncStore, SyncStoreError
-from memfs.state import StatePaths, WorkspaceIdentity, locate
 from memfs.workspace import LONG_TERM_NAMES, OutsideWorkspace, is_memory, relative, timezone, today
 
 log = logging.getLogger(__name__)
@@ -68,6 +78,9 @@ BUNDLE_MODES = (MAIN_MODE, SHARED_MODE)
 SyncError = sync_protocol.SyncError  # what ingest_sync raises, for front ends that must not import sync/
 
 
+AppendError = notes.AppendError
+
+
 class UnknownMode(ValueError):
     pass
 
@@ -87,6 +100,7 @@ class Memory:
         self._provider = provider
         self.provider_error = ""
         self._embed_lock = threading.Lock()
+        self._stopping = threading.Event()  # set by stop(): no new embedding batch starts
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
@@ -96,7 +110,7 @@ class Memory:
             fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
             self.store = Store(self.paths.index, self.paths.cache)
             self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
-            self.indexer = Indexer(cfg, self.store, self.provider)
+            self.indexer = Indexer(cfg, self.store, lambda: self.provider)
             if self.store.outdated:
                 log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
                             self.paths.index)
@@ -205,7 +219,7 @@ class Memory:
         ident = self._identity()
         fresh.set_fingerprint(fingerprint(self.cfg, ident), ident[2])
         fresh.set_meta("workspace", self.paths.identity.as_json())
-        builder = Indexer(self.cfg, fresh, self.indexer.provider)
+        builder = Indexer(self.cfg, fresh, self.indexer.provider_source)
         outcomes = builder.reconcile(progress)
         try:
             builder.embed_pending()
@@ -218,7 +232,7 @@ class Memory:
             self.store.close()
             replace_index_file(scratch, target)
             self.store = Store(target, self.paths.cache)
-            self.indexer = Indexer(self.cfg, self.store, self.indexer.provider)
+            self.indexer = Indexer(self.cfg, self.store, self.indexer.provider_source)
         return outcomes
 
     # -- indexing -----------------------------------------------------------------------------
@@ -270,11 +284,11 @@ class Memory:
 
     def embed_pending(self, limit: int | None = None, progress: Progress | None = None) -> int:
         """Embed chunks still without a vector; a provider failure is logged, not raised."""
-        if not self.indexer.embeds:
+        if not self.indexer.embeds or self._stopping.is_set():
             return 0
         with self._embed_lock:
             try:
-                return self.indexer.embed_pending(limit=limit, progress=progress)
+                return self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
             except EmbeddingError as exc:
                 self.provider_error = str(exc)
                 log.warning("embedding failed, new chunks stay keyword-only for now: %s", exc)
@@ -436,6 +450,22 @@ class Memory:
             self.file_changed(rel)
         return result
 
+    def append(self, text: str, section: str | None = None, mode: str | None = None,
+               now: dt.datetime | None = None) -> str:
+        """Append Markdown to today's daily log (today in bundle.timezone, the day the context
+        bundle reads), or to ``section`` of
+        MEMORY.md, and index it; returns the file's path.  Raises AppendError."""
+        privacy = self.privacy(mode)
+        if section is not None and not section.strip():
+            raise notes.AppendError("the section name is empty")
+        if section:
+            rel = self._long_term_spelling("MEMORY.md")
+        else:
+            rel = f"memory/{today(timezone(self.cfg.bundle.timezone), now).isoformat()}.md"
+        notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable))
+        self.file_changed(rel)
+        return rel
+
     def bundle(self, mode: str, now: dt.datetime | None = None, viewer: str | None = None) -> str:
         """The prompt bundle of ``mode`` (main: everything; shared: without private files), as
         read by ``viewer`` (default: the configured mode; a shared viewer may not read main)."""
@@ -473,7 +503,8 @@ class Memory:
         those change would tell when, and roughly how much, MEMORY.md was edited."""
         privacy = self.privacy(mode)
         counts = self.store.counts(include_private=not privacy.shared, exclude=self._hidden_now(privacy))
-        provider = self.provider
+        # As the index records it: status never loads the model (nor calls a server) to say so.
+        recorded = self.store.fingerprint or {}
         info: dict[str, object] = {
             "workspace": str(self.cfg.workspace),
             "agent": self.cfg.agent,
@@ -481,13 +512,12 @@ class Memory:
             "indexed": self.store.get_meta("reconciled_at") is not None,
             **counts,
             "provider": self.cfg.embedding.provider,
-            "model": provider.model,
-            "dims": provider.dims,
+            "model": recorded.get("model", ""),
+            "dims": recorded.get("dims", 0),
             "provider_error": self.provider_error,
             "generation": self.store.generation,
             "index_path": str(self.paths.index),
             "index_bytes": self.store.size_bytes(),
-            "uptime_s": round(time.time() - self.started, 1),
             "problems": [{"path": path, "not_indexed": error, "warning": warning}
                          for path, (error, warning) in sorted(self.problems(privacy).items())],
         }
@@ -520,7 +550,20 @@ class Memory:
             return frozenset()
         return privacy.hidden_among(self.store.public_paths())
 
+    def stop(self) -> None:
+        """A warm process is stopping: start no further embedding batch (the one in progress
+        finishes, and close() waits for it); what is pending stays recorded for the next start."""
+        self._stopping.set()
+
+    def settle(self) -> None:
+        """Wait for the embedding batch in progress (a stopping process abandons the thread that
+        runs it, and its vectors are stored before the store is closed)."""
+        with self._embed_lock:
+            pass
+
     def close(self) -> None:
+        self._stopping.set()
+        self.settle()
         self._query_pool.shutdown(wait=True)
         self.store.close()
         self._using.close()

@@ -1,5 +1,5 @@
 """What is mounted where: the kernel's mount table and the records running mounts leave in the
-state directory (``mounts/<key>.json``, beside their logs).
+state directory (``mounts/<key>.json``, beside their logs); and unmounting, which needs no more.
 
 Light on purpose (standard library only): every CLI command asks it whether the workspace it was
 given is really a memfs mount, without loading FUSE.
@@ -12,10 +12,18 @@ import hashlib
 import json
 import os
 import re
+import shutil
+import signal
+import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 FSNAME = "memfs"
+
+
+class MountError(RuntimeError):
+    """Why a mount cannot be made (or removed); the message says how to fix it."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +52,11 @@ def pid_file(state_dir: Path, mountpoint: Path) -> Path:
 
 def log_file(state_dir: Path, mountpoint: Path) -> Path:
     return mounts_dir(state_dir) / f"{_key(mountpoint)}.log"
+
+
+def leftover_file(state_dir: Path, mountpoint: Path) -> Path:
+    """What a daemon that stopped left undone (passages still to embed), for ``memfs umount``."""
+    return mounts_dir(state_dir) / f"{_key(mountpoint)}.left"
 
 
 def read_record(state_dir: Path, mountpoint: Path) -> MountInfo | None:
@@ -139,3 +152,45 @@ def is_stale(mountpoint: Path) -> bool:
     except OSError as exc:
         return exc.errno == errno.ENOTCONN
     return False
+
+
+def force_unmount(mountpoint: Path) -> None:
+    tool = shutil.which("fusermount3") or shutil.which("fusermount")
+    if tool:
+        subprocess.run([tool, "-u", "-z", str(mountpoint)], capture_output=True)
+    if is_mounted(mountpoint) and os.geteuid() == 0:
+        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
+
+
+def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
+    """Unmount cleanly: the daemon finishes what it is doing and exits.  Also clears stale mounts."""
+    record = pid_file(state_dir, mountpoint)
+    info = read_record(state_dir, mountpoint)
+    stale = is_stale(mountpoint)
+    if not stale and not is_mounted(mountpoint):
+        record.unlink(missing_ok=True)
+        raise MountError(f"{mountpoint} is not mounted")
+    running = info is not None and alive(info.pid)
+    if running and not stale:
+        assert info is not None
+        os.kill(info.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and alive(info.pid):
+            time.sleep(0.05)
+        if not alive(info.pid) and not is_mounted(mountpoint):
+            left = leftover_file(state_dir, mountpoint)
+            try:
+                note = left.read_text().strip()
+                left.unlink()
+            except OSError:
+                note = ""
+            return f"unmounted; {note}" if note else "unmounted"
+    force_unmount(mountpoint)
+    record.unlink(missing_ok=True)
+    if is_mounted(mountpoint):
+        raise MountError(f"could not unmount {mountpoint}: is a program still using it? (fuser -m {mountpoint})")
+    if not stale and info is None:
+        # A live mount whose daemon this state directory has no record of (another
+        # MEMFS_STATE_DIR, or a pid file removed by hand): not stale, just not ours to signal.
+        return "unmounted (no record of its daemon here, so it was detached with fusermount3)"
+    return "cleaned up a stale mount" if stale or not running else "unmounted"

@@ -55,11 +55,16 @@ async def watch_workspace(
     is_own: IsOwn | None = None,
     ready: trio.Event | None = None,
     stop: trio.Event | None = None,
+    kick: Callable[[], None] | None = None,
 ) -> None:
+    """Re-index what other programs change in the workspace until ``stop``; ``kick`` tells the
+    process's background embedder that there is work (without one, it is embedded here)."""
     workspace = memory.cfg.workspace
     if ready is not None:
         ready.set()
-    async for changes in watchfiles.awatch(workspace, debounce=50, step=20, stop_event=stop,
+    # rust_timeout: the watching thread returns at least this often (ms), so a stop that comes
+    # without ``stop`` being set (a cancelled nursery) waits no longer than this for it.
+    async for changes in watchfiles.awatch(workspace, debounce=50, step=20, stop_event=stop, rust_timeout=500,
                                            recursive=True, ignore_permission_denied=True):
         paths = sorted({rel for _, raw in changes if (rel := _relative(workspace, raw))})
         embed = False
@@ -82,7 +87,9 @@ async def watch_workspace(
             embed = True
             if on_change is not None:
                 await on_change(rel, exists)
-        if embed and memory.pending:
+        if embed and kick is not None:
+            kick()
+        elif embed and memory.pending:
             try:
                 await trio.to_thread.run_sync(memory.embed_pending)
             except Exception as exc:

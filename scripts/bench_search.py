@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from memfs.config import load_config
-from memfs.index.chunking import Chunk, chunk_markdown
+from memfs.index.chunking import chunk_markdown
 from memfs.index.embeddings import provider_identity
 from memfs.index.indexer import fingerprint, text_hash
 from memfs.index.search import SearchParams

@@ -7,8 +7,9 @@ The messages are real LoCoMo dialogue turns (with their own ids and timestamps),
 [CLAWGPT-SYNC] envelopes of --batch messages, every message twice (so half are duplicates).
 Measured in one run: writing each envelope into clawgpt-memory/ on a memfs mount (validated,
 deduplicated, routed, indexed at close; local provider), piping each through `memfs sync` (one
-process per message, as an agent would), `memfs sync` in-process calls (no process start), and the
-baseline: appending the same envelopes' lines to a file in a native directory.
+process per message, as an agent would) with no daemon and with `memfs serve` answering,
+`memfs sync` in-process calls (no process start), and the baseline: appending the same
+envelopes' lines to a file in a native directory.
 """
 
 from __future__ import annotations
@@ -97,11 +98,32 @@ def main() -> int:
         ws3 = tmp / "ws3"
         ws3.mkdir()
         chosen = batches[: args.cli_batches]
+        count = sum(b.count(b'"id"') for b in chosen)
         started = time.perf_counter()
         for data in chosen:
-            subprocess.run([*memfs, "sync", "-w", str(ws3)], input=data, env=env, check=True, capture_output=True)
-        count = sum(b.count(b'"id"') for b in chosen)
-        results[f"memfs sync, one process per message ({args.batch}/message)"] = count / (time.perf_counter() - started)
+            subprocess.run([*memfs, "sync", "-w", str(ws3)], input=data, env={**env, "MEMFS_NO_DAEMON": "1"},
+                           check=True, capture_output=True)
+        results[f"memfs sync, no daemon, a process per message ({args.batch}/message)"] = \
+            count / (time.perf_counter() - started)
+
+        ws4 = tmp / "ws4"
+        ws4.mkdir()
+        server = subprocess.Popen([*memfs, "serve", str(ws4)], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not list((tmp / "state" / "run").glob("*.json")):
+                time.sleep(0.1)
+            started = time.perf_counter()
+            for data in chosen:
+                out = subprocess.run([*memfs, "-v", "sync", "-w", str(ws4)], input=data, env=env, check=True,
+                                     capture_output=True)
+                assert b"answered by the daemon" in out.stderr, out.stderr
+            results[f"memfs sync, daemon up, a process per message ({args.batch}/message)"] = \
+                count / (time.perf_counter() - started)
+        finally:
+            server.terminate()
+            server.wait(timeout=60)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -21,9 +21,9 @@ def clean_env() -> dict[str, str]:
 
 
 def memfs_cli(*args: str, env: dict[str, str] | None = None, input: str | None = None,
-              timeout: float = 120) -> subprocess.CompletedProcess:
+              timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "memfs", *args], capture_output=True, text=True,
-                          env={**clean_env(), **(env or {})}, input=input, timeout=timeout)
+                          env={**clean_env(), **(env or {})}, input=input, timeout=timeout, cwd=cwd)
 
 
 def is_mounted(path: Path) -> bool:

@@ -71,7 +71,7 @@ def test_the_top_of_a_list_never_depends_on_n(workspace: Path, make_memory, loco
 
 
 def test_a_citation_covers_exactly_the_snippet(workspace: Path, make_memory, locomo_day) -> None:
-    day = locomo_day(workspace)
+    locomo_day(workspace)
     memory = make_memory(workspace)
     memory.index()
     results = memory.search("LGBTQ support group", max_results=6, min_score=0).results

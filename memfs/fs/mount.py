@@ -27,16 +27,26 @@ from memfs.fs.operations import MemfsOperations
 from memfs.fs.virtual import VirtualTree, top_names
 from memfs.fs.writes import MemoryWrites
 from memfs.memory import Memory
-from memfs.mounttable import (FSNAME, MountInfo, alive, is_mounted, is_stale, log_file, mount_device, pid_file,
-                              read_record)
+from memfs.mounttable import (  # noqa: F401
+    FSNAME,
+    MountError,
+    MountInfo,
+    alive,
+    force_unmount,
+    is_mounted,
+    is_stale,
+    leftover_file,
+    log_file,
+    mount_device,
+    pid_file,
+    read_record,
+    unmount,
+)
+from memfs.serve.server import SocketServer
 from memfs.state import make_private_dir
 from memfs.watch import watch_workspace
 
 log = logging.getLogger(__name__)
-class MountError(RuntimeError):
-    """Why a mount cannot be made (or removed); the message says how to fix it."""
-
-
 def set_read_ahead(mountpoint: Path, kb: int) -> None:
     """Raise the mount's read-ahead so sequential reads reach the daemon in 1 MiB requests
     instead of the kernel's default 128 KiB (measured: reading a large file about twice as fast).
@@ -67,14 +77,6 @@ def check_fuse() -> None:
         )
     if os.geteuid() != 0 and shutil.which("fusermount3") is None:
         raise MountError("fusermount3 is missing: apt-get install fuse3")
-
-
-def force_unmount(mountpoint: Path) -> None:
-    tool = shutil.which("fusermount3") or shutil.which("fusermount")
-    if tool:
-        subprocess.run([tool, "-u", "-z", str(mountpoint)], capture_output=True)
-    if is_mounted(mountpoint) and os.geteuid() == 0:
-        subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
 
 
 def preflight(cfg: Config, mountpoint: Path, force: bool) -> None:
@@ -144,6 +146,8 @@ class Daemon:
         self.poll = BusyPoll(cfg.mount.busy_poll_us)
         self.ops.on_request = self.poll.touch
         self.writes.on_config_change = self.reload_privacy
+        self.stop = trio.Event()  # set first when stopping, so the watcher's thread returns at once
+        self.socket = SocketServer(self.memory, mountpoint)
 
     async def reload_privacy(self) -> None:
         """.memfs.toml changed: take its privacy settings at once (hide what became private,
@@ -199,6 +203,8 @@ class Daemon:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM, signal.SIGHUP) as received:
             async for signum in received:
                 log.info("signal %s: unmounting", signal.Signals(signum).name)
+                self.stop.set()
+                self.memory.stop()
                 pyfuse3.terminate()
                 return
 
@@ -206,12 +212,16 @@ class Daemon:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.writes.embed_worker)
             if self.cfg.mount.watch:
-                nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own)
+                nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own, None,
+                                   self.stop, self.writes.kick)
             nursery.start_soon(self._signals)
+            await nursery.start(self.socket.run)
             nursery.start_soon(self.poll.run)
             nursery.start_soon(self._tune)
             self.writes.kick()  # embed whatever reconciliation left pending
             await pyfuse3.main(min_tasks=4, max_tasks=64)
+            self.stop.set()
+            self.memory.stop()
             nursery.cancel_scope.cancel()
 
     def run(self) -> None:
@@ -234,9 +244,17 @@ class Daemon:
             trio.run(self._serve)
             clean = True
         finally:
+            self.memory.stop()
+            self.socket.announcement.withdraw()
             pyfuse3.close(unmount=True)
-            record.unlink(missing_ok=True)
+            self.memory.settle()
+            left = self.memory.pending
             self.memory.close()
+            if left:
+                log.info("left %d passages waiting for an embedding: the next start embeds them", left)
+                leftover_file(self.cfg.state_dir, self.mountpoint).write_text(
+                    f"{left} passages wait for an embedding (the next mount or `memfs index` embeds them)")
+            record.unlink(missing_ok=True)
             log.info("unmounted %s%s", self.mountpoint, "" if clean else " after an error")
 
 
@@ -262,31 +280,3 @@ def start_background(cfg: Config, mountpoint: Path, argv: list[str], timeout: fl
         time.sleep(0.05)
     child.terminate()
     raise MountError(f"the mount did not become ready within {timeout:.0f}s (log: {logf})")
-
-
-def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
-    """Unmount cleanly: the daemon finishes what it is doing and exits.  Also clears stale mounts."""
-    record = pid_file(state_dir, mountpoint)
-    info = read_record(state_dir, mountpoint)
-    stale = is_stale(mountpoint)
-    if not stale and not is_mounted(mountpoint):
-        record.unlink(missing_ok=True)
-        raise MountError(f"{mountpoint} is not mounted")
-    running = info is not None and alive(info.pid)
-    if running and not stale:
-        assert info is not None
-        os.kill(info.pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and alive(info.pid):
-            time.sleep(0.05)
-        if not alive(info.pid) and not is_mounted(mountpoint):
-            return "unmounted"
-    force_unmount(mountpoint)
-    record.unlink(missing_ok=True)
-    if is_mounted(mountpoint):
-        raise MountError(f"could not unmount {mountpoint}: is a program still using it? (fuser -m {mountpoint})")
-    if not stale and info is None:
-        # A live mount whose daemon this state directory has no record of (another
-        # MEMFS_STATE_DIR, or a pid file removed by hand): not stale, just not ours to signal.
-        return "unmounted (no record of its daemon here, so it was detached with fusermount3)"
-    return "cleaned up a stale mount" if stale or not running else "unmounted"

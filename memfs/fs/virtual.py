@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -127,6 +128,7 @@ class VirtualTree:
     def _status(self) -> bytes:
         info = self.memory.status(mode=self.mode)
         info["mounted_at"] = self.mounted_at
+        info["uptime_s"] = round(time.time() - self.memory.started, 1)
         return render_status(info).encode()
 
     def _search_renderer(self, query: str, ext: str, options: SearchOptions) -> Callable[[], bytes]:

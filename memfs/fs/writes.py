@@ -15,6 +15,7 @@ from pathlib import Path
 import trio
 
 from memfs.config import CONFIG_FILE
+from memfs.embedder import BackgroundEmbedder
 from memfs.memory import Memory
 from memfs.workspace import is_memory
 
@@ -36,7 +37,7 @@ class MemoryWrites:
         self.prefix = str(self.workspace) + "/"
         # Asked at every open, flush and close: classify each path once.
         self.is_memory = functools.lru_cache(maxsize=16384)(self._classify)
-        self._wakeup = trio.Event()
+        self.embedder = BackgroundEmbedder(memory)
         # path -> (mtime_ns, size, when) after our last write, so the watcher skips its own echo;
         # oldest first, pruned as new writes come in.
         self.own: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
@@ -98,7 +99,7 @@ class MemoryWrites:
             return
         outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel)
         if outcome.pending:
-            self._wakeup.set()
+            self.embedder.kick()
 
     async def removed(self, rel: str) -> None:
         """A file or an (empty) directory was removed through the mount."""
@@ -116,21 +117,10 @@ class MemoryWrites:
         if not (self.is_memory(old) or self.is_memory(new) or (self.workspace / new).is_dir()):
             return  # a plain file moved (an editor's backup, a temp file): nothing to index
         await trio.to_thread.run_sync(self.memory.path_moved, old, new)
-        self._wakeup.set()
+        self.embedder.kick()
 
     async def embed_worker(self) -> None:
-        """Embeds pending chunks whenever there are some; never on the event loop itself."""
-        while True:
-            await self._wakeup.wait()
-            self._wakeup = trio.Event()
-            while self.memory.pending:
-                try:
-                    embedded = await trio.to_thread.run_sync(self.memory.embed_pending, 16)
-                except Exception as exc:  # a locked index, say: retried at the next write, never fatal
-                    log.warning("embedding postponed: %s", exc)
-                    break
-                if not embedded:
-                    break  # provider failing: the chunks stay keyword-only until the next write
+        await self.embedder.run()
 
     def kick(self) -> None:
-        self._wakeup.set()
+        self.embedder.kick()

@@ -16,7 +16,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
-import numpy as np
+from memfs.lazy import lazy_module
+
+np = lazy_module("numpy")
 
 from memfs.config import EmbeddingConfig
 

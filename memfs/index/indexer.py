@@ -14,12 +14,15 @@ import logging
 import os
 import re
 import stat
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from memfs.lazy import lazy_module
+
+np = lazy_module("numpy")
 
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking
@@ -63,11 +66,17 @@ def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object
 
 
 class Indexer:
-    def __init__(self, cfg: Config, store: Store, provider: Provider | None) -> None:
+    def __init__(self, cfg: Config, store: Store, provider: Callable[[], Provider | None]) -> None:
+        """``provider`` gives the embedding provider when it is first needed: loading the model
+        costs a quarter of a second, and reading commands never need it."""
         self.cfg = cfg
         self.store = store
-        self.provider = provider
+        self.provider_source = provider
         self.privacy = Privacy(cfg.privacy.private_paths, SHARED_MODE)
+
+    @property
+    def provider(self) -> Provider | None:
+        return self.provider_source()
 
     @property
     def embeds(self) -> bool:
@@ -218,9 +227,11 @@ class Indexer:
         self.store.remove_file(old)
         return self.index_file(new)
 
-    def embed_pending(self, batch: int = 16, limit: int | None = None, progress: Progress | None = None) -> int:
+    def embed_pending(self, batch: int = 16, limit: int | None = None, progress: Progress | None = None,
+                      stop: threading.Event | None = None) -> int:
         """Embed chunks, then units, that have no vector yet (chunks first: they are what
-        candidate retrieval needs); returns how many were embedded."""
+        candidate retrieval needs); returns how many were embedded.  ``stop`` ends it between
+        batches."""
         if not self.embeds:
             return 0
         assert self.provider is not None
@@ -233,7 +244,7 @@ class Indexer:
             (self.store.pending_units, self.store.store_unit_vectors, lambda u: u.embedding_text, batch * 4),
         )
         for pending, store, text_of, size in kinds:
-            while limit is None or done < limit:
+            while (limit is None or done < limit) and not (stop is not None and stop.is_set()):
                 todo = pending(size if limit is None else min(size, limit - done))
                 if not todo:
                     break

@@ -38,7 +38,9 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
+from memfs.lazy import lazy_module
+
+np = lazy_module("numpy")
 
 # -- constants fitted by scripts/calibrate_search.py (see the module docstring) ---------------------
 # Measured on the dev set (760 questions, 1102 evidence units; five conversations): feature

@@ -30,11 +30,13 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
+from memfs.lazy import lazy_module
+
+np = lazy_module("numpy")
 
 from memfs.config import SearchConfig
 from memfs.index import scoring
-from memfs.index.store import StoredChunk, StoredUnit, Store
+from memfs.index.store import Store, StoredChunk, StoredUnit
 from memfs.index.text import match_expression, search_terms, stems
 from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
 
@@ -273,7 +275,7 @@ def query_weights(store: Store, terms: list[str], include_private: bool) -> scor
     return scoring.query_weights(frequencies, total)
 
 
-QueryVector = np.ndarray | None | Callable[[], np.ndarray | None]
+QueryVector = "np.ndarray | None | Callable[[], np.ndarray | None]"  # a string: numpy loads on first use
 
 
 @dataclass

@@ -13,7 +13,9 @@ concurrently through WAL.
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -22,8 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import apsw
-import numpy as np
-import sqlite_vec
+
+from memfs.lazy import lazy_module
+
+np = lazy_module("numpy")
 
 from memfs.index.chunking import Chunk
 from memfs.index.units import plain
@@ -102,10 +106,19 @@ def half(vector: bytes) -> bytes:
     return np.frombuffer(vector, dtype=np.float32).astype(np.float16).tobytes()
 
 
+
+def _vec0_path() -> str:
+    """The sqlite-vec extension the package ships, found without importing the package (its
+    __init__ imports numpy, which reading commands never need)."""
+    spec = importlib.util.find_spec("sqlite_vec")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError("sqlite-vec is not installed: pip install sqlite-vec")
+    return os.path.join(list(spec.submodule_search_locations)[0], "vec0")
+
 def _connect(path: Path) -> apsw.Connection:
     conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
-    conn.load_extension(sqlite_vec.loadable_path())
+    conn.load_extension(_vec0_path())
     conn.enable_load_extension(False)
     conn.setbusytimeout(10_000)
     conn.execute("PRAGMA journal_mode=WAL")

@@ -11,7 +11,9 @@ instead of filtering them afterwards.
 
 from __future__ import annotations
 
-import numpy as np
+from memfs.lazy import lazy_module
+
+np = lazy_module("numpy")
 
 
 class VectorMatrix:

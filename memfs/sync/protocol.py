@@ -130,7 +130,16 @@ def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list
         if "syncedAt" in envelope and (isinstance(envelope["syncedAt"], bool)
                                        or not isinstance(envelope["syncedAt"], (int, float))):
             raise SyncError("envelope 'syncedAt' must be a number", line)
-        return [validate(m, line, device, now_ms) for m in envelope["messages"]]
+        messages = []
+        for index, record in enumerate(envelope["messages"]):
+            try:
+                messages.append(validate(record, line, device, now_ms))
+            except SyncError as exc:
+                # Which message of the envelope: its position (0-based, as in the JSON) and id.
+                ident = record.get("id") if isinstance(record, dict) else None
+                named = f" (id {ident!r})" if isinstance(ident, str) and ident else ""
+                raise SyncError(f"message {index}{named}: {exc.reason}", line) from None
+        return messages
     messages = []
     for number, raw in enumerate(text.split("\n"), start=first_line):
         if not raw.strip():

@@ -20,8 +20,8 @@ import os
 import stat
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from memfs.sync.protocol import SyncMessage

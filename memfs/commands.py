@@ -1,0 +1,178 @@
+"""What each CLI command that reads or feeds the memory answers, as text: ``search``, ``get``,
+``context``, ``status``, ``sync`` and ``index`` (and ``append``, the MCP server's).
+
+The CLI runs these in its own process when no daemon serves the workspace, and a daemon runs the
+very same functions for a client (:mod:`memfs.serve.server`), so the bytes printed are the same
+either way.  Each takes the caller's settled configuration (its mode above all: a daemon of a
+main mount may answer a shared-mode command, and must answer it as shared) and returns an
+:class:`Answer`; nothing here prints or exits.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from memfs.config import Config
+from memfs.index.indexer import Progress
+from memfs.memory import (
+    AppendError,
+    BadOption,
+    GetError,
+    Memory,
+    NotAllowed,
+    SyncError,
+    UnknownMode,
+    parse_options,
+)
+from memfs.render.results import render_json, render_markdown
+from memfs.render.status import render_status
+from memfs.serve.wire import Answer
+from memfs.sync.protocol import PREFIX
+
+SEARCH_OPTIONS = ("n", "min", "in", "after", "before", "mmr", "decay")
+
+
+def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
+    """``args``: query, json, the raw options (n, min, in, after, before, mmr, decay), and
+    ``line`` when the query is one line of ``memfs search -`` (a blank one is answered too)."""
+    given = {k: str(v) for k, v in (args.get("options") or {}).items() if k in SEARCH_OPTIONS and v is not None}
+    try:
+        options = parse_options(given)
+    except BadOption as exc:
+        return Answer(error=str(exc), usage=True)
+    query = str(args.get("query", ""))
+    if not args.get("line") and not query.strip():
+        return Answer(error="the query is empty")
+    response = memory.search(query, options=options, mode=cfg.mode)
+    return Answer(stdout=render_json(response) if args.get("json") else render_markdown(response))
+
+
+def _workspace_path(cfg: Config, path: str, cwd: str) -> str:
+    """``path`` as given, unless it only exists relative to the caller's folder inside the
+    workspace (``cd memory; memfs get 2026-11-22.md``)."""
+    if os.path.isabs(path) or (cfg.workspace / path).exists():
+        return path
+    here = Path(cwd).resolve()
+    if (here == cfg.workspace or cfg.workspace in here.parents) and (here / path).exists():
+        return str(here / path)
+    return path
+
+
+def get(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
+    try:
+        result = memory.get(_workspace_path(cfg, str(args["path"]), cwd), int(args.get("from_line") or 1),
+                            args.get("lines"), mode=cfg.mode)
+    except GetError as exc:
+        return Answer(error=str(exc))
+    if args.get("json"):
+        return Answer(stdout=json.dumps(result.as_dict(), ensure_ascii=False) + "\n")
+    stderr = ""
+    if result.next_from is not None:
+        stderr = (f"[memfs: lines {result.from_line}-{result.to_line} of {result.total_lines}; continue with "
+                  f"memfs get {result.path} --from {result.next_from}]\n")
+    return Answer(stdout=result.text, stderr=stderr)
+
+
+def status(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
+    info = memory.status(mode=cfg.mode)
+    if args.get("json"):
+        return Answer(stdout=json.dumps(info) + "\n")
+    stderr = ""
+    if not info["indexed"]:
+        stderr = f"warning: this workspace has not been indexed yet for agent {cfg.agent}: run `memfs index`\n"
+    return Answer(stdout=render_status(info), stderr=stderr)
+
+
+def context(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
+    bundle_mode = str(args.get("mode") or cfg.mode).strip().lower()
+    try:
+        return Answer(stdout=memory.bundle(bundle_mode, viewer=cfg.mode))
+    except (UnknownMode, NotAllowed) as exc:
+        return Answer(error=str(exc))
+
+
+def sync(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
+    """``args``: data (base64 of what stdin held), json."""
+    data = base64.b64decode(args.get("data") or b"")
+    if not data.strip():
+        return Answer(error="no sync message on stdin (expected a [CLAWGPT-SYNC] message or JSONL lines)")
+    head = data.lstrip(b"\xef\xbb\xbf").lstrip()
+    if not memory.sync_is_envelope(data) and not head.startswith(b"{"):
+        return Answer(error=f"not a {PREFIX} message: it must start with {PREFIX} followed by the JSON "
+                            "envelope (or be JSON Lines of messages)")
+    try:
+        result = memory.ingest_sync(data, "stdin", mode=cfg.mode)
+    except SyncError as exc:
+        return Answer(error=f"sync message rejected: {exc} (kept under clawgpt-memory/.rejected/)")
+    stderr = f"stored {result.stored}, duplicates {result.duplicates}\n"
+    if args.get("json"):
+        return Answer(stdout=json.dumps({"stored": result.stored, "duplicates": result.duplicates,
+                                         "files": result.files}) + "\n", stderr=stderr)
+    return Answer(stdout="NO_REPLY\n", stderr=stderr)
+
+
+def index(memory: Memory, cfg: Config, args: dict[str, Any], files_progress: Progress | None = None,
+          embed_progress: Progress | None = None) -> Answer:
+    """Reconcile the index with the files and embed what is pending (a rebuild is not this: it
+    replaces the index file, which only a process that owns it alone may do)."""
+    outcomes = memory.indexer.reconcile(files_progress)
+    memory.embed_pending(progress=embed_progress)
+    return index_report(memory, cfg, outcomes, bool(args.get("json")))
+
+
+def index_report(memory: Memory, cfg: Config, outcomes: list, as_json: bool) -> Answer:
+    status_info = memory.status(mode=cfg.mode)
+    privacy = memory.privacy(cfg.mode)
+    quiet = privacy.shared  # a shared caller gets the counts only
+    shown = [o for o in outcomes if not privacy.hides(o.path)]
+    summary: dict[str, int] = {}
+    for outcome in shown:
+        summary[outcome.action] = summary.get(outcome.action, 0) + 1
+    skipped = [] if quiet else [o for o in shown if o.action == "skipped"]
+    warned = [] if quiet else [o for o in shown if o.action == "indexed" and o.reason]
+    if as_json:
+        return Answer(stdout=json.dumps({
+            "summary": summary, "skipped": [{"path": o.path, "reason": o.reason} for o in skipped],
+            "warnings": [{"path": o.path, "warning": o.reason} for o in warned], "status": status_info}) + "\n")
+    stderr = "".join(f"skipped {o.path}: {o.reason}\n" for o in skipped)
+    stderr += "".join(f"warning: {o.path}: {o.reason}; the rest is indexed\n" for o in warned)
+    parts = ", ".join(f"{n} {action}" for action, n in sorted(summary.items())) or "no memory files"
+    stdout = (f"{parts}; {status_info['files']} files, {status_info['chunks']} chunks, "
+              f"{status_info['pending']} pending\n")
+    if status_info["provider_error"]:
+        stderr += f"warning: embeddings unavailable: {status_info['provider_error']}\n"
+    return Answer(stdout=stdout, stderr=stderr)
+
+
+def append(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
+    """``args``: text, section (a MEMORY.md section; without it, today's daily log)."""
+    section = args.get("section")
+    try:
+        rel = memory.append(str(args.get("text", "")), None if section is None else str(section), mode=cfg.mode)
+    except AppendError as exc:
+        return Answer(error=str(exc))
+    where = f"section {str(section).strip()!r} of {rel}" if section else rel
+    return Answer(stdout=f"appended to {where}\n")
+
+
+def run(memory: Memory, cfg: Config, command: str, args: dict[str, Any], cwd: str) -> Answer:
+    """One command for a daemon's client."""
+    if command == "search":
+        return search(memory, cfg, args)
+    if command == "get":
+        return get(memory, cfg, args, cwd)
+    if command == "status":
+        return status(memory, cfg, args)
+    if command == "context":
+        return context(memory, cfg, args)
+    if command == "sync":
+        return sync(memory, cfg, args)
+    if command == "index":
+        return index(memory, cfg, args)
+    if command == "append":
+        return append(memory, cfg, args)
+    return Answer(error=f"unknown command {command!r}")

@@ -1,0 +1,43 @@
+"""Background embedding for a warm process (a mount, ``memfs serve``): whenever writes leave
+passages without a vector, embed them in a worker thread, a few at a time, never on the event
+loop.  Stopping does not wait for the work: what is still pending stays recorded in the index and
+the next start embeds it."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from memfs.memory import Memory
+
+log = logging.getLogger(__name__)
+
+# Chunks per call to the model: about half a second of work here (~13 chunks/s on 2 cores), so a
+# stop never waits longer than that for the call in progress.
+BATCH = 8
+
+
+class BackgroundEmbedder:
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self._wakeup = trio.Event()
+
+    def kick(self) -> None:
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            while self.memory.pending:
+                try:
+                    # Abandoned on cancel: the thread finishes its batch (Memory.close waits for
+                    # it) while the process goes on unmounting.
+                    embedded = await trio.to_thread.run_sync(self.memory.embed_pending, BATCH,
+                                                             abandon_on_cancel=True)
+                except Exception as exc:  # a locked index, say: retried at the next write, never fatal
+                    log.warning("embedding postponed: %s", exc)
+                    break
+                if not embedded:
+                    break  # provider failing, or stopping: the chunks stay keyword-only for now

@@ -1,0 +1,75 @@
+"""What a command line asks for, settled into a :class:`Config`: the same rules whether the CLI
+settles it in its own process or a daemon settles it for a client (from the client's options,
+current folder and environment, carried in a :class:`memfs.serve.wire.Invocation`).
+
+Inside a memfs mount, the workspace is the mount's own, with the agent and the settings the
+mount was started with; inside a shared-mode mount the mode is shared, whatever is asked.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from memfs.config import Config, ConfigError, load_config, parse_override
+from memfs.mounttable import live_record, memfs_mount_containing
+from memfs.serve.wire import Invocation
+from memfs.userdirs import trusted_state_dir
+
+
+class InvocationError(ValueError):
+    """The command line cannot be settled into a configuration (the message says why)."""
+
+
+def resolve(invocation: Invocation, needs_workspace: bool = True) -> Config:
+    env = invocation.env
+    cwd = Path(invocation.cwd)
+    try:
+        overrides = [parse_override(o) for o in invocation.overrides]
+    except ConfigError as exc:
+        raise InvocationError(f"config: {exc}") from None
+    mode = invocation.mode
+    given = invocation.workspace
+    start = Path(os.path.expanduser(str(given or env.get("MEMFS_WORKSPACE") or cwd)))
+    if not start.is_absolute():
+        start = cwd / start
+    point = memfs_mount_containing(start.resolve()) if start.exists() else None
+    workspace: str | Path | None = None if given is None else cwd / os.path.expanduser(given)
+    agent, config_file = invocation.agent, invocation.config_file
+    if point is not None:
+        state = trusted_state_dir(env)
+        record = live_record(state, point)
+        if record is None:
+            if needs_workspace:
+                raise InvocationError(
+                    f"{start} is inside the memfs mount {point}, which has no running daemon recorded in "
+                    f"{state} (another MEMFS_STATE_DIR?): pass --workspace with the workspace folder")
+        else:
+            if record.mode != "main":
+                if mode is not None and mode.strip().lower() == "main":
+                    raise InvocationError(f"{point} is a shared-mode mount: the main mode is not available in it")
+                mode = record.mode
+            elif mode is None and "MEMFS_MODE" not in env:
+                mode = record.mode
+            workspace = Path(record.workspace)
+            agent = agent or (None if "MEMFS_AGENT" in env else record.agent)
+            config_file = config_file or record.config_file or None
+            overrides = [parse_override(o) for o in record.overrides] + overrides
+    if config_file is not None and not os.path.isabs(os.path.expanduser(config_file)):
+        config_file = str(cwd / config_file)
+    try:
+        cfg = load_config(workspace=workspace, agent=agent, mode=mode, config_file=config_file,
+                          overrides=overrides, env=env, cwd=cwd)
+    except ConfigError as exc:
+        raise InvocationError(f"config: {exc}") from None
+    if point is not None and workspace is not None and given is None:
+        cfg.sources["workspace"] = f"the mount {point}"
+    return cfg
+
+
+def answer_settings(cfg: Config) -> dict[str, str]:
+    """What decides a command's answer: every setting but the mount's own and the mode (each
+    command is given the mode), with the workspace and agent.  A daemon answers a client only
+    when these are equal to its own."""
+    return {key: repr(value) for key, value, _ in cfg.leaves()
+            if not key.startswith("mount.") and key != "mode"}

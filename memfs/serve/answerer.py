@@ -1,0 +1,51 @@
+"""Answering a command the way every front end does: by the daemon that serves the workspace and
+agent when one is up, else in this process with a Memory opened once (and kept for the next
+command: ``search -`` and the MCP server ask many).  Light at import, like :mod:`wire`."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from memfs.serve.wire import Answer, Client, Invocation
+
+if TYPE_CHECKING:
+    from memfs.config import Config
+    from memfs.memory import Memory
+
+
+class Answerer:
+    def __init__(self, invocation: Invocation, open_local: Callable[[], tuple[Memory, Config]]) -> None:
+        """``open_local`` opens the Memory (and settles the configuration) for answering here."""
+        self.client = Client(invocation)
+        self.open_local = open_local
+        self.memory: Memory | None = None
+        self.cfg: Config | None = None
+
+    def __enter__(self) -> Answerer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.client.close()
+        if self.memory is not None:
+            self.memory.close()
+            self.memory = None
+
+    def local(self) -> tuple[Memory, Config]:
+        if self.memory is None or self.cfg is None:
+            self.memory, self.cfg = self.open_local()
+        return self.memory, self.cfg
+
+    def answer(self, command: str, args: dict[str, Any]) -> Answer:
+        if self.memory is None:
+            answer = self.client.run(command, args)
+            if answer is not None:
+                return answer
+        from memfs import commands
+
+        memory, cfg = self.local()
+        return commands.run(memory, cfg, command, args, os.getcwd())

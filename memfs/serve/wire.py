@@ -1,0 +1,237 @@
+"""The CLI's side of the warm process: where daemons announce themselves, how a command is
+framed, and asking one.  Standard library only: a command that a daemon answers must not pay for
+numpy, pydantic or the model.
+
+Every daemon (a mount, or ``memfs serve``) listens on ``STATE/run/<key>.sock`` and describes
+itself in ``STATE/run/<key>.json`` (workspace, agent, mountpoint, pid), where STATE is the
+user's trusted state directory and ``<key>`` is derived from the workspace and the agent.  The
+folder is the user's own (0700) and so is each socket (0600); the daemon also checks each
+client's uid (SO_PEERCRED), and the client checks the daemon's, so neither trusts a socket
+planted by another user.
+
+A request is one JSON line: the command, its arguments, and how the command line was given
+(options, current folder, the environment variables that choose the config).  The daemon settles
+the configuration exactly as the CLI would and answers only when that is its own workspace,
+agent and settings; otherwise it says ``elsewhere`` and the CLI answers in its own process.  The
+answer is what the command prints (stdout, stderr, an error), so output is byte-identical either
+way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from memfs.userdirs import trusted_state_dir
+
+PROTOCOL = 1
+# The environment that decides a command's configuration (nothing else is sent): every MEMFS_*
+# variable and these.
+CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
+CONNECT_TIMEOUT_S = 0.5
+# A search that embeds a long query on a busy machine, an `index` that embeds a whole workspace:
+# the client waits as long as the same work would take in its own process.
+ANSWER_TIMEOUT_S = 3600.0
+MAX_LINE = 64 * 1024 * 1024
+
+
+def run_dir(env: dict[str, str] | None = None) -> Path:
+    return trusted_state_dir(env) / "run"
+
+
+def daemon_key(workspace: str, agent: str) -> str:
+    return hashlib.sha256(f"{workspace}\0{agent}".encode()).hexdigest()[:16]
+
+
+@dataclass
+class Answer:
+    """What a command prints: ``stdout`` and ``stderr`` as they are written, then ``error`` (the
+    CLI prints ``Error: ...`` and exits 1, or 2 with ``usage``)."""
+
+    stdout: str = ""
+    stderr: str = ""
+    error: str | None = None
+    usage: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"stdout": self.stdout, "stderr": self.stderr, "error": self.error, "usage": self.usage}
+
+
+@dataclass
+class Invocation:
+    """How a command was asked for: the global options, the current folder, the environment."""
+
+    workspace: str | None = None
+    agent: str | None = None
+    mode: str | None = None
+    config_file: str | None = None
+    overrides: list[str] = field(default_factory=list)
+    cwd: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def here(cls, opts: dict[str, Any]) -> Invocation:
+        return cls(workspace=str(opts["workspace"]) if opts.get("workspace") else None, agent=opts.get("agent"),
+                   mode=opts.get("mode"), config_file=str(opts["config_file"]) if opts.get("config_file") else None,
+                   overrides=list(opts.get("overrides") or ()), cwd=os.getcwd(),
+                   env={k: v for k, v in os.environ.items() if k.startswith("MEMFS_") or k in CONFIG_ENV})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _peer_uid(sock: socket.socket) -> int:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return struct.unpack("3i", creds)[1]
+
+
+def check_peer(sock: socket.socket) -> bool:
+    """Whether the other end of ``sock`` runs as this user."""
+    try:
+        return _peer_uid(sock) == os.getuid()
+    except OSError:
+        return False
+
+
+@contextmanager
+def folder_path(folder: Path, name: str) -> Iterator[str]:
+    """A path to ``folder/name`` short enough for a Unix socket (108 bytes), through a descriptor
+    of the folder: state directories under a long $HOME or a test's tmp dir are longer."""
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
+    try:
+        yield f"/proc/self/fd/{fd}/{name}"
+    finally:
+        os.close(fd)
+
+
+def send(sock: socket.socket, message: dict[str, Any]) -> None:
+    sock.sendall(json.dumps(message, ensure_ascii=False).encode() + b"\n")
+
+
+class Connection:
+    """One client connection to one daemon (several requests may go over it)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.reader = sock.makefile("rb")
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The daemon's reply, or None when it went away."""
+        try:
+            send(self.sock, message)
+            line = self.reader.readline(MAX_LINE)
+        except OSError:
+            return None
+        if not line.endswith(b"\n"):
+            return None
+        try:
+            reply = json.loads(line)
+        except ValueError:
+            return None
+        return reply if isinstance(reply, dict) else None
+
+    def close(self) -> None:
+        self.reader.close()
+        self.sock.close()
+
+
+def _connect(folder: Path, key: str) -> Connection | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        with folder_path(folder, f"{key}.sock") as path:
+            sock.connect(path)
+        if not check_peer(sock):
+            sock.close()
+            return None
+        sock.settimeout(ANSWER_TIMEOUT_S)
+        return Connection(sock)
+    except OSError:
+        sock.close()
+        return None
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def candidates(invocation: Invocation) -> list[str]:
+    """Keys of the running daemons that may serve ``invocation``, likeliest first: those whose
+    workspace or mountpoint holds the folder asked about, then the others (the daemon decides)."""
+    folder = run_dir(invocation.env or None)
+    try:
+        names = [n for n in os.listdir(folder) if n.endswith(".json")]
+    except OSError:
+        return []
+    start = invocation.workspace or invocation.env.get("MEMFS_WORKSPACE") or invocation.cwd
+    start = os.path.realpath(os.path.join(invocation.cwd, os.path.expanduser(start)))
+    agent = invocation.agent or invocation.env.get("MEMFS_AGENT")
+    near, far = [], []
+    for name in sorted(names):
+        try:
+            info = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(info, dict) or (agent and info.get("agent") != agent):
+            continue
+        holds = any(_inside(start, str(p)) for p in (info.get("workspace"), info.get("mountpoint")) if p)
+        (near if holds else far).append(name[: -len(".json")])
+    return near + far
+
+
+class Client:
+    """Finds the daemon that serves an invocation and asks it; ``None`` answers mean "answer it
+    in this process" (no daemon, none of them serves this, or it went away)."""
+
+    def __init__(self, invocation: Invocation) -> None:
+        self.invocation = invocation
+        self.connection: Connection | None = None
+        self.searched = False
+        self.daemon_pid: int | None = None  # who answered, for `-v`
+
+    def _request(self, command: str, args: dict[str, Any]) -> dict[str, Any]:
+        return {"v": PROTOCOL, "command": command, "args": args, "invocation": self.invocation.as_dict()}
+
+    def run(self, command: str, args: dict[str, Any]) -> Answer | None:
+        if os.environ.get("MEMFS_NO_DAEMON"):
+            return None
+        if self.connection is None:
+            if self.searched:
+                return None
+            self.searched = True
+            folder = run_dir(self.invocation.env or None)
+            for key in candidates(self.invocation):
+                connection = _connect(folder, key)
+                if connection is None:
+                    continue
+                reply = connection.ask(self._request(command, args))
+                if reply is not None and reply.get("status") == "ok":
+                    self.connection = connection
+                    self.daemon_pid = reply.get("pid")
+                    return _answer(reply)
+                connection.close()
+            return None
+        reply = self.connection.ask(self._request(command, args))
+        if reply is None or reply.get("status") != "ok":
+            self.close()
+            return None
+        return _answer(reply)
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+def _answer(reply: dict[str, Any]) -> Answer:
+    body = reply.get("answer") or {}
+    return Answer(stdout=str(body.get("stdout", "")), stderr=str(body.get("stderr", "")),
+                  error=body.get("error"), usage=bool(body.get("usage")))

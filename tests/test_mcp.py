@@ -1,0 +1,111 @@
+"""`memfs mcp` driven by the official SDK's own client over stdio: every tool, its errors, and the
+same text as the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+from conftest import write
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+SYNC = ('[CLAWGPT-SYNC] {"messages": [{"id": "m-9", "chatId": "c1", "chatTitle": "Trip", "role": "user", '
+        '"content": "The ferry to Hydra leaves at 7:40", "timestamp": 1793613600000}]}')
+
+
+def env_for(tmp_path: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    return {**env, "MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_NO_DAEMON": "1"}
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "memfs", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def session_calls(env: dict[str, str], workspace: Path, calls: list[tuple[str, dict[str, Any]]],
+                  *extra: str) -> tuple[list[str], list[tuple[bool, str]]]:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memfs", "mcp", "-w", str(workspace), *extra],
+                                   env=env)
+    results: list[tuple[bool, str]] = []
+    names: list[str] = []
+
+    async def main() -> None:
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write_stream):
+                async with ClientSession(read, write_stream) as session:
+                    await session.initialize()
+                    names.extend(t.name for t in (await session.list_tools()).tools)
+                    for name, arguments in calls:
+                        result = await session.call_tool(name, arguments)
+                        results.append((bool(result.is_error), "".join(c.text for c in result.content)))
+
+    anyio.run(main)
+    return names, results
+
+
+def test_every_tool_over_stdio(tmp_path: Path, locomo_day) -> None:
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\n## Health\n- The user is allergic to penicillin.\n")
+    locomo_day(ws)
+    env = env_for(tmp_path)
+    assert cli("index", "-w", str(ws), env=env).returncode == 0
+    # What the CLI prints, before the session changes anything.
+    expected = cli("search", "LGBTQ support group", "-w", str(ws), env=env).stdout
+    expected_shaped = cli("search", "support group", "-n", "2", "--in", "memory", "--after", "2023-01-01",
+                          "-w", str(ws), env=env).stdout
+    assert "memory/2023-05-08.md#L" in expected
+    names, results = session_calls(env, ws, [
+        ("memory_search", {"query": "LGBTQ support group"}),
+        ("memory_search", {"query": "support group", "n": 2, "scope": "memory", "after": "2023-01-01"}),
+        ("memory_search", {"query": "x", "n": 0}),
+        ("memory_get", {"path": "MEMORY.md", "from_line": 3, "lines": 2}),
+        ("memory_get", {"path": "../etc/passwd"}),
+        ("memory_context", {"mode": "shared"}),
+        ("memory_context", {"mode": "everything"}),
+        ("memory_append", {"text": "- Prefers the window seat.", "section": "Travel"}),
+        ("memory_append", {"text": "Booked the ferry for June 3rd."}),
+        ("memory_append", {"text": "   "}),
+        ("memory_sync", {"message": SYNC}),
+        ("memory_sync", {"message": "hello"}),
+        ("memory_search", {"query": "window seat", "scope": "MEMORY.md"}),
+    ])
+    assert set(names) == {"memory_search", "memory_get", "memory_context", "memory_append", "memory_sync"}
+    search, shaped, bad_n, got, outside, shared, unknown, section, daily, empty, synced, not_sync, found = results
+    assert not search[0] and search[1] == expected
+    assert not shaped[0] and shaped[1] == expected_shaped
+    usage = cli("search", "x", "-n", "0", "-w", str(ws), env=env)
+    assert bad_n[0] and "n=0: n must be from 1 to 100" in bad_n[1] and "n=0: n must be from 1 to 100" in usage.stderr
+    assert not got[0] and got[1] == "## Health\n- The user is allergic to penicillin.\n"
+    assert outside[0] and "outside the workspace" in outside[1]
+    assert not shared[0] and "penicillin" not in shared[1]
+    assert unknown[0] and "unknown context mode" in unknown[1]
+    assert not section[0] and section[1] == "appended to section 'Travel' of MEMORY.md\n"
+    assert (ws / "MEMORY.md").read_text().endswith("## Travel\n\n- Prefers the window seat.\n")
+    assert not daily[0] and daily[1].startswith("appended to memory/20")
+    assert empty[0] and "nothing to append" in empty[1]
+    assert not synced[0] and "stored 1, duplicates 0" in synced[1]
+    assert not_sync[0] and "not a [CLAWGPT-SYNC] message" in not_sync[1]
+    assert not found[0] and "MEMORY.md#L" in found[1] and "window seat" in found[1]
+
+
+def test_a_shared_session_cannot_reach_private_memory(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n- vault combination 4-8-15\n")
+    env = env_for(tmp_path)
+    _, results = session_calls(env, ws, [
+        ("memory_search", {"query": "vault combination", "min_score": 0}),
+        ("memory_get", {"path": "MEMORY.md"}),
+        ("memory_context", {"mode": "main"}),
+        ("memory_append", {"text": "- overwrite", "section": "Vault"}),
+    ], "--mode", "shared")
+    search, got, context, append = results
+    assert not search[0] and "4-8-15" not in search[1] and "No results" in search[1]
+    assert got[0] and "4-8-15" not in got[1]
+    assert context[0] and "not available in shared mode" in context[1]
+    assert append[0] and "4-8-15" not in append[1]
+    assert "overwrite" not in (ws / "MEMORY.md").read_text()

@@ -110,7 +110,7 @@ class Memory:
             fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
             self.store = Store(self.paths.index, self.paths.cache)
             self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
-            self.indexer = Indexer(cfg, self.store, lambda: self.provider)
+            self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
             if self.store.outdated:
                 log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
                             self.paths.index)
@@ -219,7 +219,7 @@ class Memory:
         ident = self._identity()
         fresh.set_fingerprint(fingerprint(self.cfg, ident), ident[2])
         fresh.set_meta("workspace", self.paths.identity.as_json())
-        builder = Indexer(self.cfg, fresh, self.indexer.provider_source)
+        builder = Indexer(self.cfg, fresh, self.indexer.provider_source, self._identity)
         outcomes = builder.reconcile(progress)
         try:
             builder.embed_pending()
@@ -232,7 +232,7 @@ class Memory:
             self.store.close()
             replace_index_file(scratch, target)
             self.store = Store(target, self.paths.cache)
-            self.indexer = Indexer(self.cfg, self.store, self.indexer.provider_source)
+            self.indexer = Indexer(self.cfg, self.store, self.indexer.provider_source, self._identity)
         return outcomes
 
     # -- indexing -----------------------------------------------------------------------------

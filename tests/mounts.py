@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import load_config
-from memfs.mounttable import is_mounted as mount_table_has
 from memfs.memory import Memory
+from memfs.mounttable import is_mounted as mount_table_has
 
 
 def clean_env() -> dict[str, str]:

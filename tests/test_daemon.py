@@ -89,6 +89,10 @@ COMMANDS = [
 def test_every_command_prints_the_same_bytes_with_and_without_the_daemon(tmp_path: Path, workspace: Path,
                                                                           served: subprocess.Popen) -> None:
     env = base_env(tmp_path)
+    deadline = time.monotonic() + 120  # compare a settled index: the daemon embeds in the background
+    while json.loads(run("status", "--json", "-w", str(workspace), env=env).stdout)["pending"]:
+        assert time.monotonic() < deadline, "the daemon never finished embedding"
+        time.sleep(0.2)
     for args in COMMANDS:
         warm = run("-v", *args, "-w", str(workspace), env=env)
         assert f"answered by the daemon with pid {served.pid}" in warm.stderr, (args, warm.stderr)

@@ -25,6 +25,10 @@ from memfs.config import EmbeddingConfig
 log = logging.getLogger(__name__)
 
 LOCAL_MODEL_ID = "all-MiniLM-L6-v2-int8"
+# cl100k tokens one passage may hold and still be read whole, by provider (known without loading
+# it).  local: one cl100k token is about 1.12 word pieces in English prose, MiniLM reads 256 pieces
+# with [CLS]/[SEP]; openai: its embedding models read 8,191 tokens.
+INPUT_TOKENS = {"local": 200, "openai": 8000}
 LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 LOCAL_MODEL_SIZE = 22_928_619
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
@@ -125,8 +129,7 @@ class LocalProvider:
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.dims = int(self.session.get_outputs()[0].shape[-1])
         self.max_pieces = LOCAL_MAX_PIECES
-        # One cl100k token is about 1.12 word pieces in English prose; leave room for [CLS]/[SEP].
-        self.max_input_tokens = 200
+        self.max_input_tokens = INPUT_TOKENS["local"]
         self.cls_id = self.tokenizer.token_to_id("[CLS]") or 101
         self.sep_id = self.tokenizer.token_to_id("[SEP]") or 102
         self._lock = threading.Lock()  # one inference at a time keeps peak memory low
@@ -208,7 +211,7 @@ class OpenAIProvider:
             api_key=key, base_url=self.base_url, max_retries=cfg.max_retries, timeout=cfg.timeout_s
         )
         self._openai = openai
-        self.max_input_tokens = 8000
+        self.max_input_tokens = INPUT_TOKENS["openai"]
         self.dims = cfg.dimensions or OPENAI_DIMS.get(self.model, 0)
         if not self.dims:
             self.dims = int(self.embed(["dimension probe"]).shape[1])

@@ -26,7 +26,7 @@ np = lazy_module("numpy")
 
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking
-from memfs.index.embeddings import Provider
+from memfs.index.embeddings import INPUT_TOKENS, Provider
 from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import fts_body
@@ -66,12 +66,16 @@ def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object
 
 
 class Indexer:
-    def __init__(self, cfg: Config, store: Store, provider: Callable[[], Provider | None]) -> None:
+    def __init__(self, cfg: Config, store: Store, provider: Callable[[], Provider | None],
+                 identity: Callable[[], tuple[str, str, int]]) -> None:
         """``provider`` gives the embedding provider when it is first needed: loading the model
-        costs a quarter of a second, and reading commands never need it."""
+        costs a quarter of a second, and only embedding needs it.  ``identity`` is (provider,
+        model, dims) as the configuration says, which keys the embedding cache: indexing a file
+        (a `memfs sync`, a write) looks vectors up and chunks without loading the model."""
         self.cfg = cfg
         self.store = store
         self.provider_source = provider
+        self.identity_source = identity
         self.privacy = Privacy(cfg.privacy.private_paths, SHARED_MODE)
 
     @property
@@ -144,7 +148,7 @@ class Indexer:
         kind = classify(rel, self.cfg.index.extra_paths)
         size, overlap = self.cfg.chunking.tokens, self.cfg.chunking.overlap
         if kind.is_jsonl:
-            limit = min(size, self.provider.max_input_tokens) if self.embeds and self.provider else size
+            limit = min(size, INPUT_TOKENS.get(self.cfg.embedding.provider, size))
             bad: list[int] = []
             messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line)
             if bad:
@@ -201,10 +205,10 @@ class Indexer:
         hashes = [text_hash(plain(c.text)) for c in chunks]  # what the model reads, and the cache key
         unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
         cached = {}
-        if self.embeds:
-            assert self.provider is not None
+        name, model, _ = self.identity_source()
+        if name != "none":
             wanted = hashes + [h for per_chunk in unit_hashes for h in per_chunk]
-            cached = self.store.cached_vectors(self.provider.name, self.provider.model, wanted)
+            cached = self.store.cached_vectors(name, model, wanted)
         bodies = [fts_body(c.text) for c in chunks]
         pending = self.store.replace_file(record, chunks, hashes, bodies, cached, unit_hashes,
                                           [chunk_days(rel, c) for c in chunks],
@@ -235,7 +239,7 @@ class Indexer:
         if not self.embeds:
             return 0
         assert self.provider is not None
-        name, model = self.provider.name, self.provider.model
+        name, model, _ = self.identity_source()
         done = 0
         total = self.store.pending_count()
         kinds = (

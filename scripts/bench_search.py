@@ -24,6 +24,7 @@ the KNN and the unit scoring see is that of the model, the count is what is scal
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -118,6 +119,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="1000,10000,100000")
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--model-chunks", type=int, default=120, help="real chunks embedded for throughput")
+    parser.add_argument("--keep", type=Path, default=None, help="build in this (empty) folder and keep it, to profile")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -125,7 +127,7 @@ def main() -> int:
     turns = real_turns(args.dev)
     qs = questions(args.dev, args.queries)
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with (contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory()) as tmp:
         workspace, state = Path(tmp) / "ws", Path(tmp) / "state"
         workspace.mkdir()
         cfg = load_config(workspace=workspace, env={}, overrides=[("state_dir", str(state))])

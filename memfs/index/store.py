@@ -138,6 +138,7 @@ class Store:
         self._has_vectors = False
         self._writes = 0  # bumped by every transaction of this connection
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
+        self._frequencies: tuple[object, dict[str, int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
         # An index made by an earlier version is only read until it is rebuilt (Memory does).
@@ -514,13 +515,19 @@ class Store:
         A term stemmed differently by the porter tokenizer is simply not found (frequency 0)."""
         with self.lock:
             total = self.chunk_total(include_private)
-            found = {}
+            # Remembered until the index changes (chunk_total's key): a search asks twice (which
+            # terms to match, then their weights), and agents ask about the same words again;
+            # each lookup in the vocabulary costs ~0.7 ms at 100k chunks.
+            key = (self._total[0] if self._total else None, include_private)
+            if self._frequencies[0] != key or len(self._frequencies[1]) > 100_000:
+                self._frequencies = (key, {})
+            known = self._frequencies[1]
             for term in terms:
-                found[term] = 0
-                for table in self._tables(include_private):
-                    row = self.conn.execute(f"SELECT doc FROM {table}_vocab WHERE term = ?", (term,)).fetchone()
-                    found[term] += int(row[0]) if row else 0
-        return found, total
+                if term not in known:
+                    known[term] = sum(int(row[0]) for table in self._tables(include_private)
+                                      for row in self.conn.execute(f"SELECT doc FROM {table}_vocab WHERE term = ?",
+                                                                   (term,)))
+            return {term: known[term] for term in terms}, total
 
     def chunk_total(self, include_private: bool = True) -> int:
         """How many chunks the index holds (public ones only, if asked); cached until this or

@@ -166,23 +166,10 @@ def _opener(opts: dict[str, Any]) -> Callable[[], tuple[Memory, Config]]:
     return open_local
 
 
-class _Answerer(Answerer):
-    """Says at -v who answered: a daemon, or this process."""
-
-    def answer(self, command: str, args: dict[str, Any]) -> Answer:
-        answer = super().answer(command, args)
-        if self.memory is None:
-            log.info("%s answered by the daemon with pid %s", command, self.client.daemon_pid)
-        else:
-            log.info("%s answered in this process (no daemon serves this workspace and agent with these settings)",
-                     command)
-        return answer
-
-
 def _answerer(opts: dict[str, Any]) -> Answerer:
     opts = _options(opts)
     _setup_logging(opts["verbose"])
-    return _Answerer(Invocation.here(opts), _opener(opts))
+    return Answerer(Invocation.here(opts), _opener(opts))
 
 
 @main.command()
@@ -421,6 +408,7 @@ def mcp_cmd(**opts: Any) -> None:
     from memfs.mcp import build_server
 
     opts = _options(opts)
+    _setup_logging(opts["verbose"])  # on stderr: stdout is the protocol
     server, answerer = build_server(Invocation.here(opts), _opener(opts))
     try:
         server.run("stdio")

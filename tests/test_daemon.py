@@ -145,7 +145,8 @@ def test_serve_keeps_the_index_current_and_stops_promptly(tmp_path: Path, worksp
     served.send_signal(signal.SIGTERM)
     _, err = served.communicate(timeout=30)
     assert "Traceback" not in err and "stopped serving" in err
-    assert not list(run_dir({"MEMFS_STATE_DIR": str(tmp_path / "state")}).iterdir())  # nothing left announced
+    left = [p.suffix for p in run_dir({"MEMFS_STATE_DIR": str(tmp_path / "state")}).iterdir()]
+    assert left == [".lock"]  # nothing left announced (the lock file stays: removing it would race)
     after = run("-v", "status", "-w", str(workspace), env=env)
     assert after.returncode == 0 and "answered in this process" in after.stderr
 
@@ -206,3 +207,29 @@ def test_the_fast_cl100k_loader_encodes_as_tiktoken_does() -> None:
     text = (Path(__file__).parent / "data" / "locomo-2023-05-08.md").read_text() + " ünïcödé 東京 <|endoftext|>\r\n  x"
     assert encoding().encode(text, disallowed_special=()) == reference.encode(text, disallowed_special=())
     assert encoding()._pat_str == reference._pat_str and encoding()._special_tokens == reference._special_tokens
+
+
+def test_one_daemon_answers_per_workspace_and_a_killed_one_leaves_nothing_broken(
+        tmp_path: Path, workspace: Path, served: subprocess.Popen) -> None:
+    env = base_env(tmp_path)
+    second = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(4)  # up and settled (it logs that another daemon answers, then serves without a socket)
+    second.send_signal(signal.SIGTERM)
+    _, err = second.communicate(timeout=60)
+    assert "another daemon answers commands" in err and "Traceback" not in err
+    still = run("-v", "status", "-w", str(workspace), env=env)
+    assert f"answered by the daemon with pid {served.pid}" in still.stderr  # the second left its socket alone
+    served.kill()  # kill -9: the socket file stays behind, its lock does not
+    served.wait()
+    stale = run("-v", "status", "-w", str(workspace), env=env)
+    assert stale.returncode == 0 and "answered in this process" in stale.stderr and "Traceback" not in stale.stderr
+    third = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_record(tmp_path / "state" / "run", third.pid)
+        again = run("-v", "status", "-w", str(workspace), env=env)
+        assert f"answered by the daemon with pid {third.pid}" in again.stderr
+    finally:
+        third.send_signal(signal.SIGTERM)
+        third.wait(timeout=60)

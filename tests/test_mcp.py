@@ -109,3 +109,43 @@ def test_a_shared_session_cannot_reach_private_memory(tmp_path: Path) -> None:
     assert context[0] and "not available in shared mode" in context[1]
     assert append[0] and "4-8-15" not in append[1]
     assert "overwrite" not in (ws / "MEMORY.md").read_text()
+
+
+def test_a_running_daemon_answers_the_tools(tmp_path: Path, locomo_day) -> None:
+    import json
+    import signal
+    import time
+
+    ws = tmp_path / "ws"
+    locomo_day(ws)
+    env = {k: v for k, v in env_for(tmp_path).items() if k != "MEMFS_NO_DAEMON"}
+    server = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(ws)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not list((tmp_path / "state" / "run").glob("*.json")):
+            assert time.monotonic() < deadline and server.poll() is None, "memfs serve never came up"
+            time.sleep(0.1)
+        while json.loads(cli("status", "--json", "-w", str(ws), env=env).stdout)["pending"]:
+            assert time.monotonic() < deadline, "memfs serve never finished embedding"
+            time.sleep(0.2)
+        log = tmp_path / "mcp.log"
+        params = StdioServerParameters(command=sys.executable, args=["-m", "memfs", "mcp", "-v", "-w", str(ws)],
+                                       env=env)
+        texts: list[str] = []
+
+        async def main() -> None:
+            with open(log, "w") as errlog:
+                async with stdio_client(params, errlog=errlog) as (read, write_stream):
+                    async with ClientSession(read, write_stream) as session:
+                        await session.initialize()
+                        result = await session.call_tool("memory_search", {"query": "LGBTQ support group"})
+                        texts.append("".join(c.text for c in result.content))
+
+        anyio.run(main)
+        assert f"search answered by the daemon with pid {server.pid}" in log.read_text()
+        assert texts[0] == cli("search", "LGBTQ support group", "-w", str(ws),
+                               env={**env, "MEMFS_NO_DAEMON": "1"}).stdout
+    finally:
+        server.send_signal(signal.SIGTERM)
+        server.wait(timeout=60)

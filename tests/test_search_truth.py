@@ -186,3 +186,15 @@ def test_transcripts_of_any_size_are_indexed_incrementally(workspace: Path, make
     assert memory.file_changed("sessions/long.jsonl").action == "unchanged"
     warnings = memory.search("ZEBRAFISH").warnings
     assert any("memory/huge-notes.md" in w and "index.max_file_mb" in w for w in warnings)
+
+
+def test_search_while_only_the_chunks_are_embedded(workspace: Path, make_memory, locomo_day) -> None:
+    """The background embedder does chunks first, then their units: a search in between (any
+    CLI command beside a busy daemon) scores by the chunks' vectors, never fails."""
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.indexer.reconcile()
+    memory.indexer.embed_pending(limit=memory.store.pending_count() - len(memory.store.pending_units(100_000)))
+    assert memory.store.pending_units(10) and not memory.store.pending_chunks(10)
+    response = memory.search("LGBTQ support group", wait_ms=0)  # no time to embed the units itself
+    assert response.results and response.results[0].path == "memory/2023-05-08.md"

@@ -230,7 +230,12 @@ class Daemon:
         outcomes = self.memory.indexer.reconcile()
         changed = [o for o in outcomes if o.action in ("indexed", "removed")]
         log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
-        pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
+        self.socket.open()
+        try:
+            pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
+        except BaseException:
+            self.socket.close()
+            raise
         record = pid_file(self.cfg.state_dir, self.mountpoint)
         make_private_dir(record.parent)
         info = MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace), self.cfg.agent, time.time(),
@@ -245,7 +250,7 @@ class Daemon:
             clean = True
         finally:
             self.memory.stop()
-            self.socket.announcement.withdraw()
+            self.socket.close()
             pyfuse3.close(unmount=True)
             self.memory.settle()
             left = self.memory.pending

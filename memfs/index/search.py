@@ -296,13 +296,15 @@ class _Scored:
     chunk_cosine: float = float("nan")
 
 
-def _vectors(units: list[StoredUnit]) -> np.ndarray:
-    rows = [np.frombuffer(u.vector, dtype=np.float16) if u.vector else None for u in units]
-    dims = next((len(r) for r in rows if r is not None), 0)
-    out = np.full((len(units), max(dims, 1)), np.nan, dtype=np.float32)
-    for i, row in enumerate(rows):
-        if row is not None:
-            out[i, : len(row)] = row
+def _vectors(units: list[StoredUnit], dims: int) -> np.ndarray:
+    """The units' vectors as rows (NaN for a unit not embedded yet: none of them may be, while
+    the background embedder is still at work)."""
+    out = np.full((len(units), dims), np.nan, dtype=np.float32)
+    for i, unit in enumerate(units):
+        if unit.vector:
+            row = np.frombuffer(unit.vector, dtype=np.float16)
+            if len(row) == dims:
+                out[i] = row
     return out
 
 
@@ -343,7 +345,8 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     weights = query_weights(store, terms, include_private)
     coverage = np.array([scoring.keyword_coverage(weights, stems(u.embedding_text)) for u in units])
     if query_vector is not None:
-        unit_cos = _vectors(units) @ np.asarray(query_vector, dtype=np.float32)
+        query_array = np.asarray(query_vector, dtype=np.float32)
+        unit_cos = _vectors(units, len(query_array)) @ query_array
     else:
         unit_cos = np.full(len(units), np.nan)
     around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)

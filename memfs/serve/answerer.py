@@ -4,6 +4,7 @@ command: ``search -`` and the MCP server ask many).  Light at import, like :mod:
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,8 @@ from memfs.serve.wire import Answer, Client, Invocation
 if TYPE_CHECKING:
     from memfs.config import Config
     from memfs.memory import Memory
+
+log = logging.getLogger("memfs")
 
 
 class Answerer:
@@ -41,11 +44,16 @@ class Answerer:
         return self.memory, self.cfg
 
     def answer(self, command: str, args: dict[str, Any]) -> Answer:
+        """The answer, and at INFO (``-v``) who gave it."""
         if self.memory is None:
             answer = self.client.run(command, args)
             if answer is not None:
+                log.info("%s answered by the daemon with pid %s", command, self.client.daemon_pid)
                 return answer
         from memfs import commands
 
         memory, cfg = self.local()
-        return commands.run(memory, cfg, command, args, os.getcwd())
+        answer = commands.run(memory, cfg, command, args, os.getcwd())
+        log.info("%s answered in this process (no daemon serves this workspace and agent with these settings)",
+                 command)
+        return answer

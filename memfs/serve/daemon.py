@@ -57,7 +57,7 @@ class ServeDaemon:
             trio.run(self._main)
         finally:
             self.memory.stop()
-            self.socket.announcement.withdraw()
+            self.socket.close()
             self.memory.settle()
             left = self.memory.pending
             self.memory.close()

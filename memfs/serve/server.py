@@ -5,10 +5,12 @@ own process, so a client never gets an answer computed with other settings)."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
 import socket
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,8 @@ class Announcement:
         return self.folder / f"{self.key}.json"
 
     def withdraw(self) -> None:
+        """Remove the socket and the record, while this daemon still holds the key's lock (so
+        it never removes those of a daemon that started after it)."""
         for name in (f"{self.key}.sock", f"{self.key}.json"):
             try:
                 (self.folder / name).unlink()
@@ -54,14 +58,47 @@ class SocketServer:
         self.cfg: Config = memory.cfg
         self.mountpoint = mountpoint
         self.announcement = Announcement(run_dir(), daemon_key(str(self.cfg.workspace), self.cfg.agent))
+        self._sock: socket.socket | None = None
+        self._lock: typing.IO[str] | None = None
+        self.second = False  # another daemon answers for this workspace and agent
+
+    def open(self) -> None:
+        """Listen and announce now (connections wait in the backlog until ``run``): a mount
+        opens its socket before it appears, so a command run the moment ``memfs mount`` returns
+        already finds its daemon.  One daemon per workspace and agent answers commands (it holds
+        ``<key>.lock`` for its life; the kernel releases it however the daemon ends): a second
+        one (the same workspace mounted twice, or mounted and served) leaves it the socket."""
+        if self._sock is not None or self._lock is not None or self.second:
+            return
+        folder = self.announcement.folder
+        make_private_dir(folder)
+        lock = open(folder / f"{self.announcement.key}.lock", "a")
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.close()
+            self.second = True
+            log.info("another daemon answers commands for %s (agent %s)", self.cfg.workspace, self.cfg.agent)
+            return
+        self._lock = lock
+        self._sock = self._listen()
+
+    def close(self) -> None:
+        """Withdraw the announcement (when it is ours) and release the key."""
+        if self._lock is not None:
+            self.announcement.withdraw()
+            self._lock.close()
+            self._lock = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def _listen(self) -> socket.socket:
         folder = self.announcement.folder
-        make_private_dir(folder)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         with folder_path(folder, f"{self.announcement.key}.sock") as path:
             try:
-                os.unlink(path)  # left by a daemon that was killed; a live one would still hold the record
+                os.unlink(path)  # left by a daemon that was killed (it no longer holds the lock)
             except FileNotFoundError:
                 pass
             old = os.umask(0o177)
@@ -79,14 +116,18 @@ class SocketServer:
         return sock
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        raw = self._listen()
+        self.open()
+        raw, self._sock = self._sock, None
+        if raw is None:  # the second daemon for this workspace and agent: nothing to answer
+            task_status.started()
+            return
         listener = trio.SocketListener(trio.socket.from_stdlib_socket(raw))
         log.info("answering commands on %s", self.announcement.folder / f"{self.announcement.key}.sock")
         task_status.started()
         try:
             await trio.serve_listeners(self._connection, [listener])
         finally:
-            self.announcement.withdraw()
+            self.close()
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         async with stream:

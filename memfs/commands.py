@@ -34,6 +34,15 @@ from memfs.serve.wire import Answer
 from memfs.sync.protocol import PREFIX
 
 SEARCH_OPTIONS = ("n", "min", "in", "after", "before", "mmr", "decay")
+INDEX_BATCH = 32  # passages embedded per take of the embedding lock by `memfs index`
+
+
+def _bad_text(**fields: object) -> str | None:
+    """A NUL in a path, query or name: refused with a message rather than failing deep inside."""
+    for name, value in fields.items():
+        if isinstance(value, str) and "\0" in value:
+            return f"the {name} holds a NUL character"
+    return None
 
 
 def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
@@ -45,6 +54,8 @@ def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     except BadOption as exc:
         return Answer(error=str(exc), usage=True)
     query = str(args.get("query", ""))
+    if problem := _bad_text(query=query):
+        return Answer(error=problem)
     if not args.get("line") and not query.strip():
         return Answer(error="the query is empty")
     response = memory.search(query, options=options, mode=cfg.mode)
@@ -63,6 +74,8 @@ def _workspace_path(cfg: Config, path: str, cwd: str) -> str:
 
 
 def get(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
+    if problem := _bad_text(path=args.get("path")):
+        return Answer(error=problem)
     try:
         result = memory.get(_workspace_path(cfg, str(args["path"]), cwd), int(args.get("from_line") or 1),
                             args.get("lines"), mode=cfg.mode)
@@ -120,7 +133,14 @@ def index(memory: Memory, cfg: Config, args: dict[str, Any], files_progress: Pro
     """Reconcile the index with the files and embed what is pending (a rebuild is not this: it
     replaces the index file, which only a process that owns it alone may do)."""
     outcomes = memory.indexer.reconcile(files_progress)
-    memory.embed_pending(progress=embed_progress)
+    total = memory.pending
+    done = 0
+    # In batches: each takes the embedding lock briefly, so searches (a mount's search/ files,
+    # other clients of a daemon) are answered meanwhile instead of waiting for all of it.
+    while embedded := memory.embed_pending(limit=INDEX_BATCH):
+        done += embedded
+        if embed_progress:
+            embed_progress(done, max(total, done))
     return index_report(memory, cfg, outcomes, bool(args.get("json")))
 
 
@@ -151,6 +171,8 @@ def index_report(memory: Memory, cfg: Config, outcomes: list, as_json: bool) -> 
 def append(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     """``args``: text, section (a MEMORY.md section; without it, today's daily log)."""
     section = args.get("section")
+    if problem := _bad_text(section=section):
+        return Answer(error=problem)
     try:
         rel = memory.append(str(args.get("text", "")), None if section is None else str(section), mode=cfg.mode)
     except AppendError as exc:

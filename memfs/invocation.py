@@ -22,6 +22,13 @@ class InvocationError(ValueError):
 
 
 def resolve(invocation: Invocation, needs_workspace: bool = True) -> Config:
+    try:
+        return _resolve(invocation, needs_workspace)
+    except (OSError, RuntimeError) as exc:  # a symlink loop, a folder that cannot be read
+        raise InvocationError(f"cannot settle the workspace: {exc}") from None
+
+
+def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
     env = invocation.env
     cwd = Path(invocation.cwd)
     try:

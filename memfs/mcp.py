@@ -61,9 +61,9 @@ def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, 
         return _text(ask("get", {"path": path, "from_line": from_line, "lines": lines}), with_notes=True)
 
     @server.tool()
-    def memory_context(mode: str = "main") -> str:
+    def memory_context(mode: str | None = None) -> str:
         """The prompt bundle: AGENTS.md, SOUL.md, USER.md, TOOLS.md, today's and yesterday's logs and (main
-        mode only) MEMORY.md, within a token budget. mode: main or shared."""
+        mode only) MEMORY.md, within a token budget. mode: main or shared (default: this server's)."""
         return _text(ask("context", {"mode": mode}))
 
     @server.tool()

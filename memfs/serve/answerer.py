@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,9 @@ class Answerer:
         self.open_local = open_local
         self.memory: Memory | None = None
         self.cfg: Config | None = None
+        # One question at a time: the MCP server runs tools in threads, and they share one
+        # connection (whose answers come back in order) and one Memory.
+        self._lock = threading.Lock()
 
     def __enter__(self) -> Answerer:
         return self
@@ -45,6 +49,10 @@ class Answerer:
 
     def answer(self, command: str, args: dict[str, Any]) -> Answer:
         """The answer, and at INFO (``-v``) who gave it."""
+        with self._lock:
+            return self._answer(command, args)
+
+    def _answer(self, command: str, args: dict[str, Any]) -> Answer:
         if self.memory is None:
             answer = self.client.run(command, args)
             if answer is not None:

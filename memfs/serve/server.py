@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import socket
+import threading
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +22,17 @@ from memfs import commands
 from memfs.config import Config
 from memfs.invocation import InvocationError, answer_settings, resolve
 from memfs.memory import Memory
-from memfs.serve.wire import MAX_LINE, PROTOCOL, Invocation, check_peer, daemon_key, folder_path, run_dir
+from memfs.serve.wire import (
+    AMBIENT_ENV,
+    MAX_LINE,
+    PROTOCOL,
+    Answer,
+    Invocation,
+    check_peer,
+    daemon_key,
+    folder_path,
+    run_dir,
+)
 from memfs.state import make_private_dir
 
 log = logging.getLogger(__name__)
@@ -134,7 +145,8 @@ class SocketServer:
             if not check_peer(stream.socket):  # type: ignore[arg-type]
                 log.warning("refused a connection from another user")
                 return
-            buffer = b""
+            buffer = bytearray()
+            searched = 0  # the buffer holds no newline before this offset
             while True:
                 try:
                     data = await stream.receive_some(1 << 16)
@@ -145,34 +157,84 @@ class SocketServer:
                 buffer += data
                 if len(buffer) > MAX_LINE:
                     return
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    reply = await trio.to_thread.run_sync(self.handle, line)
-                    try:
-                        await stream.send_all(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                while (end := buffer.find(b"\n", searched)) >= 0:
+                    line = bytes(buffer[:end])
+                    del buffer[: end + 1]
+                    searched = 0
+                    if not await self._reply(stream, line):
                         return
+                searched = len(buffer)
 
-    def handle(self, line: bytes) -> dict[str, Any]:
-        """One request: ``elsewhere`` unless it is ours, else the command's answer."""
+    async def _reply(self, stream: trio.SocketStream, line: bytes) -> bool:
+        """Answer one request line; False when the client went away."""
+        try:
+            decision = await trio.to_thread.run_sync(self.settle, line)
+            if isinstance(decision, dict):
+                await stream.send_all(json.dumps(decision).encode() + b"\n")
+                return True
+            # Taken: the client waits for the answer as long as it takes, but no longer than a
+            # moment for this (a stopped daemon never says it, and the client answers itself).
+            await stream.send_all(b'{"status": "working"}\n')
+            reply = await trio.to_thread.run_sync(self.answer, *decision)
+            await stream.send_all(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            return True
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return False
+
+    def settle(self, line: bytes) -> tuple[Config, Invocation, str, dict[str, Any]] | dict[str, Any]:
+        """Whether a request is this daemon's to answer: its configuration settled as the CLI
+        would settle it, equal to the daemon's own.  Returns what to run, or the reply saying
+        ``elsewhere`` (the client then answers in its own process); never raises."""
         try:
             request = json.loads(line)
             if request.get("v") != PROTOCOL or request.get("command") not in COMMANDS:
                 return {"status": "elsewhere", "why": "unknown request"}
             invocation = Invocation(**request["invocation"])
             args = request.get("args") or {}
+            if not (isinstance(args, dict) and isinstance(invocation.env, dict) and isinstance(invocation.cwd, str)
+                    and isinstance(invocation.overrides, list)):
+                return {"status": "elsewhere", "why": "malformed request"}
         except (ValueError, TypeError, KeyError, AttributeError):
             return {"status": "elsewhere", "why": "malformed request"}
+        # What a configuration depends on beyond what it is given: the home folder, the user's
+        # config folder, the local time zone.  The daemon's own must be the client's.
+        if any(invocation.env.get(name) != os.environ.get(name) for name in AMBIENT_ENV):
+            return {"status": "elsewhere", "why": "another environment (HOME, XDG_*, TZ)"}
+        warned = _Warnings()
+        logging.getLogger("memfs").addHandler(warned)
         try:
             cfg = resolve(invocation)
         except InvocationError:
             return {"status": "elsewhere", "why": "the client's settings do not load here"}
+        except Exception as exc:  # a symlink loop, an unreadable folder: the client says so itself
+            return {"status": "elsewhere", "why": f"settling the client's settings failed: {exc}"}
+        finally:
+            logging.getLogger("memfs").removeHandler(warned)
+        if warned.seen:  # the client prints those warnings itself, in its own process
+            return {"status": "elsewhere", "why": "the settings come with warnings"}
         if answer_settings(cfg) != answer_settings(self.memory.cfg):  # privacy may have changed live
             return {"status": "elsewhere", "why": "another workspace, agent or settings"}
+        return cfg, invocation, str(request["command"]), args
+
+    def answer(self, cfg: Config, invocation: Invocation, command: str, args: dict[str, Any]) -> dict[str, Any]:
+        """The command's answer.  Once a command runs it is answered here, error or not: running
+        it again in the client could append or store twice."""
         try:
-            answer = commands.run(self.memory, cfg, request["command"], args, invocation.cwd)
-        except Exception as exc:  # the client answers it itself, and says what went wrong
-            log.warning("%s for a client failed: %s", request["command"], exc)
-            return {"status": "elsewhere", "why": str(exc)}
+            answer = commands.run(self.memory, cfg, command, args, invocation.cwd)
+        except Exception as exc:
+            log.warning("%s for a client failed: %s", command, exc)
+            answer = Answer(error=f"{command} failed: {exc}")
         return {"status": "ok", "answer": answer.as_dict(), "pid": os.getpid()}
 
+
+class _Warnings(logging.Handler):
+    """Notes whether settling a request logged a warning, in the thread that settles it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.thread = threading.get_ident()
+        self.seen = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.thread == self.thread:
+            self.seen = True

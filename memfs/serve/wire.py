@@ -34,13 +34,20 @@ from memfs.userdirs import trusted_state_dir
 
 PROTOCOL = 1
 # The environment that decides a command's configuration (nothing else is sent): every MEMFS_*
-# variable and these.
-CONFIG_ENV = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME")
+# variable and these, which the daemon must share with the client to answer it (its own home
+# folder, config folder and local time zone are what settling a configuration reads).
+AMBIENT_ENV = ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "TZ")
 CONNECT_TIMEOUT_S = 0.5
+# How long a daemon may take to say it has taken a request (it settles the configuration first):
+# one that is stopped or stuck is given up on, and the command answers in its own process.
+TAKE_TIMEOUT_S = 5.0
 # A search that embeds a long query on a busy machine, an `index` that embeds a whole workspace:
 # the client waits as long as the same work would take in its own process.
 ANSWER_TIMEOUT_S = 3600.0
 MAX_LINE = 64 * 1024 * 1024
+READ_ONLY = ("search", "get", "status", "context")
+LOST = ("the daemon stopped while it was answering; what it was doing may be done already: check "
+        "(memfs status, memfs search) before you repeat it")
 
 
 def run_dir(env: dict[str, str] | None = None) -> Path:
@@ -81,11 +88,18 @@ class Invocation:
     def here(cls, opts: dict[str, Any]) -> Invocation:
         return cls(workspace=str(opts["workspace"]) if opts.get("workspace") else None, agent=opts.get("agent"),
                    mode=opts.get("mode"), config_file=str(opts["config_file"]) if opts.get("config_file") else None,
-                   overrides=list(opts.get("overrides") or ()), cwd=os.getcwd(),
-                   env={k: v for k, v in os.environ.items() if k.startswith("MEMFS_") or k in CONFIG_ENV})
+                   overrides=list(opts.get("overrides") or ()), cwd=_cwd(),
+                   env={k: v for k, v in os.environ.items() if k.startswith("MEMFS_") or k in AMBIENT_ENV})
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+
+def _cwd() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # the current folder was deleted: only an absolute --workspace means anything now
+        return os.environ.get("PWD") or "/"
 
 
 def _peer_uid(sock: socket.socket) -> int:
@@ -123,10 +137,9 @@ class Connection:
         self.sock = sock
         self.reader = sock.makefile("rb")
 
-    def ask(self, message: dict[str, Any]) -> dict[str, Any] | None:
-        """The daemon's reply, or None when it went away."""
+    def _line(self, timeout: float) -> dict[str, Any] | None:
+        self.sock.settimeout(timeout)
         try:
-            send(self.sock, message)
             line = self.reader.readline(MAX_LINE)
         except OSError:
             return None
@@ -137,6 +150,17 @@ class Connection:
         except ValueError:
             return None
         return reply if isinstance(reply, dict) else None
+
+    def ask(self, message: dict[str, Any]) -> dict[str, Any] | None:
+        """The daemon's reply, or None when it went away or did not take the request in time."""
+        try:
+            send(self.sock, message)
+        except OSError:
+            return None
+        reply = self._line(TAKE_TIMEOUT_S)
+        if reply is not None and reply.get("status") == "working":
+            reply = self._line(ANSWER_TIMEOUT_S) or {"status": "lost"}
+        return reply
 
     def close(self) -> None:
         self.reader.close()
@@ -152,7 +176,6 @@ def _connect(folder: Path, key: str) -> Connection | None:
         if not check_peer(sock):
             sock.close()
             return None
-        sock.settimeout(ANSWER_TIMEOUT_S)
         return Connection(sock)
     except OSError:
         sock.close()
@@ -201,6 +224,12 @@ class Client:
         return {"v": PROTOCOL, "command": command, "args": args, "invocation": self.invocation.as_dict()}
 
     def run(self, command: str, args: dict[str, Any]) -> Answer | None:
+        answer = self._run(command, args)
+        if answer is not None and answer.error == LOST and command in READ_ONLY:
+            return None  # asking again, here, is harmless
+        return answer
+
+    def _run(self, command: str, args: dict[str, Any]) -> Answer | None:
         if os.environ.get("MEMFS_NO_DAEMON"):
             return None
         if self.connection is None:
@@ -218,11 +247,13 @@ class Client:
                     self.daemon_pid = reply.get("pid")
                     return _answer(reply)
                 connection.close()
+                if reply is not None and reply.get("status") == "lost":
+                    return Answer(error=LOST)
             return None
         reply = self.connection.ask(self._request(command, args))
         if reply is None or reply.get("status") != "ok":
             self.close()
-            return None
+            return Answer(error=LOST) if reply is not None and reply.get("status") == "lost" else None
         return _answer(reply)
 
     def close(self) -> None:

@@ -350,9 +350,11 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
 
 @main.command()
 @click.argument("mountpoint", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Unmount even while programs have files open in it (their writes fail).")
 @global_options
-def umount(mountpoint: Path, **opts: Any) -> None:
-    """Unmount cleanly (also clears a stale mount left by a crashed memfs)."""
+def umount(mountpoint: Path, force: bool, **opts: Any) -> None:
+    """Unmount cleanly (also clears a stale mount left by a crashed memfs); refuses while a
+    program has a file open in the mount, unless --force."""
     from memfs.mounttable import MountError, unmount
     from memfs.userdirs import trusted_state_dir
 
@@ -363,7 +365,7 @@ def umount(mountpoint: Path, **opts: Any) -> None:
         else trusted_state_dir()
     target = Path(os.path.abspath(mountpoint.expanduser()))
     try:
-        outcome = unmount(target, state_dir)
+        outcome = unmount(target, state_dir, force=force)
     except MountError as exc:
         raise click.ClickException(str(exc)) from None
     outcome, _, note = outcome.partition("; ")
@@ -384,7 +386,7 @@ def _serve(workspace_dir: Path | None, opts: dict[str, Any]) -> None:
 
 
 @main.command()
-@click.argument("workspace_dir", metavar="WORKSPACE", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("workspace_dir", metavar="[WORKSPACE]", required=False, type=click.Path(file_okay=False, path_type=Path))
 @global_options
 def serve(workspace_dir: Path | None, **opts: Any) -> None:
     """Keep WORKSPACE's index current and answer memfs commands from a warm process, without
@@ -409,6 +411,8 @@ def mcp_cmd(**opts: Any) -> None:
 
     opts = _options(opts)
     _setup_logging(opts["verbose"])  # on stderr: stdout is the protocol
+    # A missing workspace or a bad setting ends it here, with the message, not at each tool call.
+    _memory(_config(opts)).close()
     server, answerer = build_server(Invocation.here(opts), _opener(opts))
     try:
         server.run("stdio")

@@ -28,10 +28,12 @@ from memfs.memory import (
     UnknownMode,
     parse_options,
 )
+from memfs.mounttable import live_record, memfs_mount_containing
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 from memfs.serve.wire import Answer
 from memfs.sync.protocol import PREFIX
+from memfs.userdirs import trusted_state_dir
 
 SEARCH_OPTIONS = ("n", "min", "in", "after", "before", "mmr", "decay")
 INDEX_BATCH = 32  # passages embedded per take of the embedding lock by `memfs index`
@@ -65,9 +67,16 @@ def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
 def _workspace_path(cfg: Config, path: str, cwd: str) -> str:
     """``path`` as given, unless it only exists relative to the caller's folder inside the
     workspace (``cd memory; memfs get 2026-11-22.md``)."""
+    here = Path(cwd).resolve()
+    point = memfs_mount_containing(here)
+    if point is not None:  # inside a mount of this workspace: the same folder in the workspace
+        record = live_record(trusted_state_dir(), point)
+        if record is not None and Path(record.workspace) == cfg.workspace:
+            if os.path.isabs(path) and (path == str(point) or path.startswith(str(point).rstrip("/") + "/")):
+                return str(cfg.workspace / os.path.relpath(path, point))
+            here = cfg.workspace / here.relative_to(point)
     if os.path.isabs(path) or (cfg.workspace / path).exists():
         return path
-    here = Path(cwd).resolve()
     if (here == cfg.workspace or cfg.workspace in here.parents) and (here / path).exists():
         return str(here / path)
     return path
@@ -114,6 +123,8 @@ def sync(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     if not data.strip():
         return Answer(error="no sync message on stdin (expected a [CLAWGPT-SYNC] message or JSONL lines)")
     head = data.lstrip(b"\xef\xbb\xbf").lstrip()
+    if not memory.sync_is_envelope(data) and head.startswith(b"{") and b'"messages"' in head.split(b"\n", 1)[0]:
+        return Answer(error=f"not a {PREFIX} message: an envelope starts with {PREFIX}, then its JSON")
     if not memory.sync_is_envelope(data) and not head.startswith(b"{"):
         return Answer(error=f"not a {PREFIX} message: it must start with {PREFIX} followed by the JSON "
                             "envelope (or be JSON Lines of messages)")

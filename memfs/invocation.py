@@ -62,6 +62,15 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
             agent = agent or (None if "MEMFS_AGENT" in env else record.agent)
             config_file = config_file or record.config_file or None
             overrides = [parse_override(o) for o in record.overrides] + overrides
+    # Working inside a shared-mode mount is being a shared reader, whichever workspace is named
+    # (`-w` of the workspace itself, MEMFS_WORKSPACE): the mount's mode is not left by a flag.
+    here = memfs_mount_containing(cwd.resolve()) if cwd.exists() else None
+    if here is not None and here != point:
+        around = live_record(trusted_state_dir(env), here)
+        if around is not None and around.mode != "main":
+            if mode is not None and mode.strip().lower() == "main":
+                raise InvocationError(f"{here} is a shared-mode mount: the main mode is not available in it")
+            mode = around.mode
     if config_file is not None and not os.path.isabs(os.path.expanduser(config_file)):
         config_file = str(cwd / config_file)
     try:

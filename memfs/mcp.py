@@ -10,6 +10,7 @@ the tool's error with the same message.
 from __future__ import annotations
 
 import base64
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -39,7 +40,14 @@ def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, 
     server = MCPServer("memfs", instructions=INSTRUCTIONS)
 
     def ask(command: str, args: dict[str, Any]) -> Answer:
-        return answerer.answer(command, args)
+        try:
+            answer = answerer.answer(command, args)
+        except Exception as exc:  # settling the workspace failed (it was removed, its settings broke)
+            raise ToolError(str(getattr(exc, "message", None) or exc)) from None
+        # The notes speak of the CLI; a tool's caller continues with the tool.
+        answer.stderr = re.sub(r"memfs get (\S+) --from (\d+)", r"memory_get(path='\1', from_line=\2)",
+                               answer.stderr)
+        return answer
 
     @server.tool()
     def memory_search(query: str, n: int | None = None, min_score: float | None = None, scope: str | None = None,

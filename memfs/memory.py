@@ -471,7 +471,18 @@ class Memory:
         if section:
             rel = self._long_term_spelling("MEMORY.md")
         else:
-            rel = f"memory/{today(timezone(self.cfg.bundle.timezone), now).isoformat()}.md"
+            zone = timezone(self.cfg.bundle.timezone)
+            moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(zone)
+            rel = f"memory/{moment.date().isoformat()}.md"
+            if not text.lstrip().startswith("#"):
+                # A daily log's entries each have a timed heading (AGENTS.md), so this one does not
+                # run into the entry before it.
+                # Several lines: the first is the topic; one line is the note itself.
+                lines = text.strip().splitlines()
+                if len(lines) > 1 and len(lines[0]) <= 80:
+                    text = f"\n## {moment:%H:%M} - {lines[0].strip()}\n\n" + "\n".join(lines[1:]).strip() + "\n"
+                elif lines:
+                    text = f"\n## {moment:%H:%M} - note\n\n{text.strip()}\n"
         notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable))
         self.file_changed(rel)
         return rel

@@ -162,7 +162,36 @@ def force_unmount(mountpoint: Path) -> None:
         subprocess.run(["umount", "-l", str(mountpoint)], capture_output=True)
 
 
-def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
+def users_of(mountpoint: Path, exclude: int | None = None) -> list[tuple[int, str, str]]:
+    """(pid, program, path) of processes with a file, folder or current directory inside
+    ``mountpoint``: unmounting under them would cut their writes off."""
+    inside = str(mountpoint).rstrip("/") + "/"
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) in (os.getpid(), exclude):
+            continue
+        links = [f"/proc/{entry}/cwd"]
+        try:
+            links += [f"/proc/{entry}/fd/{fd}" for fd in os.listdir(f"/proc/{entry}/fd")]
+        except OSError:
+            continue
+        for link in links:
+            try:
+                target = os.readlink(link)
+            except OSError:
+                continue
+            if target == str(mountpoint) or target.startswith(inside):
+                try:
+                    with open(f"/proc/{entry}/comm") as comm:
+                        program = comm.read().strip()
+                except OSError:
+                    program = "?"
+                found.append((int(entry), program, target))
+                break
+    return found
+
+
+def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0, force: bool = False) -> str:
     """Unmount cleanly: the daemon finishes what it is doing and exits.  Also clears stale mounts."""
     record = pid_file(state_dir, mountpoint)
     info = read_record(state_dir, mountpoint)
@@ -171,6 +200,12 @@ def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0) -> str:
         record.unlink(missing_ok=True)
         raise MountError(f"{mountpoint} is not mounted")
     running = info is not None and alive(info.pid)
+    if not stale and not force:
+        busy = users_of(mountpoint, info.pid if info else None)
+        if busy:
+            named = ", ".join(f"{program} (pid {pid}) has {path}" for pid, program, path in busy[:3])
+            raise MountError(f"{mountpoint} is busy: {named}{' and more' if len(busy) > 3 else ''}; close them "
+                             "first (unmounting now would cut their writes off), or `memfs umount --force`")
     if running and not stale:
         assert info is not None
         os.kill(info.pid, signal.SIGTERM)

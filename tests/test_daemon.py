@@ -159,11 +159,13 @@ def test_sync_says_what_it_did_and_errors_once(tmp_path: Path, workspace: Path) 
     assert again.stdout == "NO_REPLY\n" and again.stderr == "stored 0, duplicates 1\n"
     plain = run("sync", "-w", str(workspace), env=env, input="remember the ferry")
     assert plain.returncode == 1 and "not a [CLAWGPT-SYNC] message" in plain.stderr
+    bare = run("sync", "-w", str(workspace), env=env, input=SYNC_MESSAGE.removeprefix("[CLAWGPT-SYNC] "))
+    assert bare.returncode == 1 and "not a [CLAWGPT-SYNC] message" in bare.stderr
     bad = SYNC_MESSAGE.replace('"messages": [', '"messages": [{"id": "ok-1", "chatId": "c", "chatTitle": "t", '
                                '"role": "user", "content": "x", "timestamp": 1793613600000}, ') \
         .replace('"role": "user", "content": "Book', '"role": "robot", "content": "Book')
     rejected = run("sync", "-w", str(workspace), env=env, input=bad)
-    assert rejected.returncode == 1 and "message 1 (id 'm-1'): unknown role 'robot'" in rejected.stderr
+    assert rejected.returncode == 1 and "message 2 of 2 (id 'm-1'): unknown role 'robot'" in rejected.stderr
     assert rejected.stderr.count("unknown role") == 1 and "Traceback" not in rejected.stderr
 
 
@@ -310,3 +312,30 @@ def test_concurrent_questions_over_one_connection_get_their_own_answers(
         assert answer.error is None and answer.stdout == firsts.get(path, answer.stdout)
         if path.startswith("memory/"):
             assert answer.stdout not in firsts.values()
+
+
+@pytest.mark.fuse
+def test_umount_refuses_while_a_writer_is_inside_and_shared_mounts_stay_shared(tmp_path: Path, workspace: Path,
+                                                                              mount_factory) -> None:
+    from mounts import is_mounted, memfs_cli
+
+    main = mount_factory(workspace)
+    shared = mount_factory(workspace, "main", "--mode", "shared", mnt=tmp_path / "shared")
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state")}
+    # From inside the shared mount, naming the workspace itself does not make a caller main.
+    for args in (["get", "MEMORY.md"], ["context", "main"], ["--mode", "main", "status"]):
+        out = memfs_cli(*args, "-w", str(workspace), cwd=shared.mnt / "memory", env=env)
+        assert "penicillin" not in out.stdout and out.returncode != 0, args
+    # `get` relative to where you are inside a mount.
+    here = memfs_cli("get", "2023-05-08.md", "--lines", "1", cwd=main.mnt / "memory", env=env)
+    assert here.returncode == 0 and here.stdout.startswith("#"), here.stderr
+    up = memfs_cli("get", "../MEMORY.md", "--lines", "1", cwd=main.mnt / "memory", env=env)
+    assert up.returncode == 0 and up.stdout == "# Memory\n", up.stderr
+    with open(main.mnt / "memory" / "2026-11-22.md", "a") as writer:
+        writer.write("- first\n")
+        writer.flush()
+        busy = memfs_cli("umount", str(main.mnt), env=env)
+        assert busy.returncode == 1 and "is busy" in busy.stderr and is_mounted(main.mnt)
+        writer.write("- second\n")
+    assert (workspace / "memory" / "2026-11-22.md").read_text() == "- first\n- second\n"
+    assert memfs_cli("umount", str(main.mnt), env=env).returncode == 0

@@ -4,6 +4,7 @@ same text as the CLI."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,8 @@ def test_every_tool_over_stdio(tmp_path: Path, locomo_day) -> None:
     assert not section[0] and section[1] == "appended to section 'Travel' of MEMORY.md\n"
     assert (ws / "MEMORY.md").read_text().endswith("## Travel\n\n- Prefers the window seat.\n")
     assert not daily[0] and daily[1].startswith("appended to memory/20")
+    logged = (ws / daily[1].split()[-1]).read_text()
+    assert re.search(r"^## \d\d:\d\d - note\n\nBooked the ferry for June 3rd\.\n", logged, re.M)
     assert empty[0] and "nothing to append" in empty[1]
     assert not synced[0] and "stored 1, duplicates 0" in synced[1]
     assert not_sync[0] and "not a [CLAWGPT-SYNC] message" in not_sync[1]

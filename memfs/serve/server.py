@@ -68,7 +68,10 @@ class SocketServer:
         self.memory = memory
         self.cfg: Config = memory.cfg
         self.mountpoint = mountpoint
-        self.announcement = Announcement(run_dir(), daemon_key(str(self.cfg.workspace), self.cfg.agent))
+        # Keyed by the mode too: a main mount and a shared mount of one workspace each answer
+        # their own callers.
+        self.announcement = Announcement(run_dir(), daemon_key(str(self.cfg.workspace), self.cfg.agent,
+                                                                  self.cfg.mode == "main"))
         self._sock: socket.socket | None = None
         self._lock: typing.IO[str] | None = None
         self.second = False  # another daemon answers for this workspace and agent
@@ -212,6 +215,9 @@ class SocketServer:
             logging.getLogger("memfs").removeHandler(warned)
         if warned.seen:  # the client prints those warnings itself, in its own process
             return {"status": "elsewhere", "why": "the settings come with warnings"}
+        if cfg.mode == "main" and self.cfg.mode != "main":
+            # A shared mount's daemon serves shared readers only, whatever a caller asks.
+            return {"status": "elsewhere", "why": "a shared-mode daemon does not answer the main mode"}
         if answer_settings(cfg) != answer_settings(self.memory.cfg):  # privacy may have changed live
             return {"status": "elsewhere", "why": "another workspace, agent or settings"}
         return cfg, invocation, str(request["command"]), args

@@ -54,8 +54,8 @@ def run_dir(env: dict[str, str] | None = None) -> Path:
     return trusted_state_dir(env) / "run"
 
 
-def daemon_key(workspace: str, agent: str) -> str:
-    return hashlib.sha256(f"{workspace}\0{agent}".encode()).hexdigest()[:16]
+def daemon_key(workspace: str, agent: str, main: bool = True) -> str:
+    return hashlib.sha256(f"{workspace}\0{agent}{'' if main else chr(0) + 'shared'}".encode()).hexdigest()[:16]
 
 
 @dataclass

@@ -135,10 +135,11 @@ def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list
             try:
                 messages.append(validate(record, line, device, now_ms))
             except SyncError as exc:
-                # Which message of the envelope: its position (0-based, as in the JSON) and id.
+                # Which message of the envelope: its position (counted from 1) and id.
                 ident = record.get("id") if isinstance(record, dict) else None
                 named = f" (id {ident!r})" if isinstance(ident, str) and ident else ""
-                raise SyncError(f"message {index}{named}: {exc.reason}", line) from None
+                raise SyncError(f"message {index + 1} of {len(envelope['messages'])}{named}: {exc.reason}",
+                                line) from None
         return messages
     messages = []
     for number, raw in enumerate(text.split("\n"), start=first_line):

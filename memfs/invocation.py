@@ -64,7 +64,7 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
             overrides = [parse_override(o) for o in record.overrides] + overrides
     # Working inside a shared-mode mount is being a shared reader, whichever workspace is named
     # (`-w` of the workspace itself, MEMFS_WORKSPACE): the mount's mode is not left by a flag.
-    here = memfs_mount_containing(cwd.resolve()) if cwd.exists() else None
+    here = point if start == cwd else memfs_mount_containing(cwd.resolve()) if cwd.exists() else None
     if here is not None and here != point:
         around = live_record(trusted_state_dir(env), here)
         if around is not None and around.mode != "main":

@@ -463,26 +463,17 @@ class Memory:
     def append(self, text: str, section: str | None = None, mode: str | None = None,
                now: dt.datetime | None = None) -> str:
         """Append Markdown to today's daily log (today in bundle.timezone, the day the context
-        bundle reads), or to ``section`` of
-        MEMORY.md, and index it; returns the file's path.  Raises AppendError."""
+        bundle reads), or to ``section`` of MEMORY.md, and index it; returns the file's path.
+        Raises AppendError."""
         privacy = self.privacy(mode)
         if section is not None and not section.strip():
             raise notes.AppendError("the section name is empty")
         if section:
             rel = self._long_term_spelling("MEMORY.md")
         else:
-            zone = timezone(self.cfg.bundle.timezone)
-            moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(zone)
+            moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(timezone(self.cfg.bundle.timezone))
             rel = f"memory/{moment.date().isoformat()}.md"
-            if not text.lstrip().startswith("#"):
-                # A daily log's entries each have a timed heading (AGENTS.md), so this one does not
-                # run into the entry before it.
-                # Several lines: the first is the topic; one line is the note itself.
-                lines = text.strip().splitlines()
-                if len(lines) > 1 and len(lines[0]) <= 80:
-                    text = f"\n## {moment:%H:%M} - {lines[0].strip()}\n\n" + "\n".join(lines[1:]).strip() + "\n"
-                elif lines:
-                    text = f"\n## {moment:%H:%M} - note\n\n{text.strip()}\n"
+            text = notes.daily_entry(text, moment)
         notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable))
         self.file_changed(rel)
         return rel

@@ -8,6 +8,7 @@ temporary file renamed over it, so a reader sees the old text or the new, never 
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import stat
@@ -70,6 +71,18 @@ def insert_in_section(text: str, section: str, addition: str) -> str:
     rest = lines[end:]
     separator = ["\n"] if rest else []
     return "".join(body) + block + "".join(separator) + "".join(rest)
+
+
+def daily_entry(text: str, moment: dt.datetime) -> str:
+    """``text`` as a daily log entry: under a ``## HH:MM - topic`` heading (AGENTS.md's form),
+    so it does not run into the entry before it; several lines give their first as the topic.
+    Text that brings its own heading is kept as it is."""
+    if text.lstrip().startswith("#"):
+        return text
+    lines = text.strip().splitlines()
+    if len(lines) > 1 and len(lines[0]) <= 80:
+        return f"\n## {moment:%H:%M} - {lines[0].strip()}\n\n" + "\n".join(lines[1:]).strip() + "\n"
+    return f"\n## {moment:%H:%M} - note\n\n{text.strip()}\n" if lines else text
 
 
 _rewrite_lock = threading.Lock()  # one section append at a time in this process (MCP tools run in threads)

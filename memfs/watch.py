@@ -1,6 +1,6 @@
 """Watching a workspace for changes made by other programs and re-indexing them.
 
-Used by ``memfs watch`` (no FUSE at all) and by the mount, which also passes a callback that
+Used by ``memfs serve`` (no FUSE at all) and by the mount, which also passes a callback that
 drops the kernel's cached attributes and pages of the changed paths.
 """
 
@@ -51,17 +51,14 @@ def _reindex(memory: Memory, rel: str) -> None:
 
 async def watch_workspace(
     memory: Memory,
+    kick: Callable[[], None],
+    stop: trio.Event,
     on_change: OnChange | None = None,
     is_own: IsOwn | None = None,
-    ready: trio.Event | None = None,
-    stop: trio.Event | None = None,
-    kick: Callable[[], None] | None = None,
 ) -> None:
     """Re-index what other programs change in the workspace until ``stop``; ``kick`` tells the
-    process's background embedder that there is work (without one, it is embedded here)."""
+    process's background embedder (:mod:`memfs.embedder`) that there is work."""
     workspace = memory.cfg.workspace
-    if ready is not None:
-        ready.set()
     # rust_timeout: the watching thread returns at least this often (ms), so a stop that comes
     # without ``stop`` being set (a cancelled nursery) waits no longer than this for it.
     async for changes in watchfiles.awatch(workspace, debounce=50, step=20, stop_event=stop, rust_timeout=500,
@@ -87,10 +84,5 @@ async def watch_workspace(
             embed = True
             if on_change is not None:
                 await on_change(rel, exists)
-        if embed and kick is not None:
+        if embed:
             kick()
-        elif embed and memory.pending:
-            try:
-                await trio.to_thread.run_sync(memory.embed_pending)
-            except Exception as exc:
-                log.warning("watch: embedding postponed (%s)", exc)

@@ -212,8 +212,8 @@ class Daemon:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.writes.embed_worker)
             if self.cfg.mount.watch:
-                nursery.start_soon(watch_workspace, self.memory, self._invalidate, self.writes.is_own, None,
-                                   self.stop, self.writes.kick)
+                nursery.start_soon(watch_workspace, self.memory, self.writes.kick, self.stop, self._invalidate,
+                                   self.writes.is_own)
             nursery.start_soon(self._signals)
             await nursery.start(self.socket.run)
             nursery.start_soon(self.poll.run)

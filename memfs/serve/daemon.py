@@ -43,7 +43,7 @@ class ServeDaemon:
             nursery.start_soon(self._signals, nursery.cancel_scope)
             nursery.start_soon(self.embedder.run)
             if self.cfg.mount.watch:
-                nursery.start_soon(watch_workspace, self.memory, None, None, None, self.stop, self.embedder.kick)
+                nursery.start_soon(watch_workspace, self.memory, self.embedder.kick, self.stop)
             await nursery.start(self.socket.run)
             self.embedder.kick()  # what reconciliation left pending
             log.info("serving %s (agent %s, %s mode)", self.cfg.workspace, self.cfg.agent, self.cfg.mode)

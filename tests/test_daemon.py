@@ -215,6 +215,29 @@ def test_the_fast_cl100k_loader_encodes_as_tiktoken_does() -> None:
     assert encoding()._pat_str == reference._pat_str and encoding()._special_tokens == reference._special_tokens
 
 
+def test_the_decoded_ranks_are_cached_and_a_damaged_cache_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
+    from memfs.index import tokens
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    source = tokens._ranks_from_source()
+    assert tokens._cached_ranks() is None
+    tokens._store_ranks(source)
+    cache = tokens._cache_file()
+    assert cache.parent == tmp_path / "memfs" and tokens._cached_ranks() == source
+    blob = bytearray(cache.read_bytes())
+    blob[len(blob) // 2] ^= 0xFF  # a flipped byte: the checksum refuses it, the source is used again
+    cache.write_bytes(bytes(blob))
+    assert tokens._cached_ranks() is None
+    cache.write_bytes(b"")
+    assert tokens._cached_ranks() is None
+    tokens.encoding.cache_clear()
+    try:
+        assert tokens.encoding().encode("hello wörld") == tokens.encode("hello wörld")
+        assert tokens._cached_ranks() == source  # rewritten by the load
+    finally:
+        tokens.encoding.cache_clear()
+
+
 def test_one_daemon_answers_per_workspace_and_a_killed_one_leaves_nothing_broken(
         tmp_path: Path, workspace: Path, served: subprocess.Popen) -> None:
     env = base_env(tmp_path)

@@ -151,7 +151,12 @@ def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
 def _emit(answer: Answer) -> None:
     """Print a command's answer; its error ends the command as click's errors do."""
     if answer.stdout:
-        click.echo(answer.stdout, nl=False)
+        try:
+            click.echo(answer.stdout, nl=False)
+        except UnicodeEncodeError:  # a version's bytes that are not UTF-8 (memfs history PATH VERSION)
+            sys.stdout.flush()
+            sys.stdout.buffer.write(answer.stdout.encode("utf-8", "surrogateescape"))
+            sys.stdout.flush()
     if answer.stderr:
         click.echo(answer.stderr, nl=False, err=True)
     if answer.error is not None:
@@ -285,7 +290,36 @@ def sync(as_json: bool, **opts: Any) -> None:
 
     data = sys.stdin.buffer.read()
     with _answerer(opts) as answerer:
-        _emit(answerer.answer("sync", {"data": base64.b64encode(data).decode(), "json": as_json}))
+        _emit(answerer.answer("sync", {"data": base64.b64encode(data).decode(), "json": as_json,
+                                       "pid": os.getpid(), "via": "cli"}))
+
+
+@main.command()
+@click.argument("path", required=False)
+@click.argument("versions", nargs=-1, metavar="[VERSION [VERSION]]")
+@click.option("--diff", is_flag=True,
+              help="A unified diff: of the newest change; of VERSION against the one before it; or from VERSION to VERSION.")
+@click.option("--deleted", is_flag=True, help="List deleted memory files whose history is kept.")
+@click.option("--json", "as_json", is_flag=True)
+@global_options
+def history(path: str | None, versions: tuple[str, ...], diff: bool, deleted: bool, as_json: bool,
+            **opts: Any) -> None:
+    """Every version of a memory file, oldest first, with who made it (the same names as the
+    mount's history/PATH/).  With a VERSION: print its exact bytes."""
+    with _answerer(opts) as answerer:
+        _emit(answerer.answer("history", {"path": path, "versions": list(versions), "diff": diff,
+                                          "deleted": deleted, "json": as_json, "pid": os.getpid(), "via": "cli"}))
+
+
+@main.command()
+@click.argument("path")
+@click.argument("version")
+@global_options
+def restore(path: str, version: str, **opts: Any) -> None:
+    """Put VERSION of a memory file back (as `memfs history PATH` lists it); what the file held
+    is kept, and the restored content becomes its newest version."""
+    with _answerer(opts) as answerer:
+        _emit(answerer.answer("restore", {"path": path, "version": version, "pid": os.getpid(), "via": "cli"}))
 
 
 @main.command("config")

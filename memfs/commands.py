@@ -19,13 +19,18 @@ from typing import Any
 from memfs.config import Config
 from memfs.index.indexer import Progress
 from memfs.memory import (
+    CLI,
+    MCP,
     AppendError,
     BadOption,
     GetError,
     Memory,
     NotAllowed,
+    Provenance,
     SyncError,
     UnknownMode,
+    Version,
+    VersionsError,
     parse_options,
 )
 from memfs.mounttable import live_record, memfs_mount_containing
@@ -129,7 +134,7 @@ def sync(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
         return Answer(error=f"not a {PREFIX} message: it must start with {PREFIX} followed by the JSON "
                             "envelope (or be JSON Lines of messages)")
     try:
-        result = memory.ingest_sync(data, "stdin", mode=cfg.mode)
+        result = memory.ingest_sync(data, "stdin", mode=cfg.mode, who=_caller(args, CLI))
     except SyncError as exc:
         return Answer(error=f"sync message rejected: {exc} (kept under clawgpt-memory/.rejected/)")
     stderr = f"stored {result.stored}, duplicates {result.duplicates}\n"
@@ -143,7 +148,7 @@ def index(memory: Memory, cfg: Config, args: dict[str, Any], files_progress: Pro
           embed_progress: Progress | None = None) -> Answer:
     """Reconcile the index with the files and embed what is pending (a rebuild is not this: it
     replaces the index file, which only a process that owns it alone may do)."""
-    outcomes = memory.indexer.reconcile(files_progress)
+    outcomes = memory.reconcile(files_progress)
     total = memory.pending
     done = 0
     # In batches: each takes the embedding lock briefly, so searches (a mount's search/ files,
@@ -185,11 +190,111 @@ def append(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     if problem := _bad_text(section=section):
         return Answer(error=problem)
     try:
-        rel = memory.append(str(args.get("text", "")), None if section is None else str(section), mode=cfg.mode)
+        rel = memory.append(str(args.get("text", "")), None if section is None else str(section), mode=cfg.mode,
+                            who=_caller(args, MCP))
     except AppendError as exc:
         return Answer(error=str(exc))
     where = f"section {str(section).strip()!r} of {rel}" if section else rel
     return Answer(stdout=f"appended to {where}\n")
+
+
+def _caller(args: dict[str, Any], default_via: str) -> Provenance:
+    """Who asked, as a version records it: the client process (a daemon answers for another
+    process) and its route.  The daemon has already checked that the client is its own user."""
+    via = args.get("via") if args.get("via") in (CLI, MCP) else default_via
+    pid = args.get("pid") if isinstance(args.get("pid"), int) else os.getpid()
+    return Provenance.of_process(str(via), os.getuid(), pid)
+
+
+def _history_path(memory: Memory, cfg: Config, path: str, cwd: str) -> str | Answer:
+    from memfs.workspace import OutsideWorkspace, relative
+
+    if problem := _bad_text(path=path):
+        return Answer(error=problem)
+    try:
+        return relative(cfg.workspace, _workspace_path(cfg, path, cwd))
+    except OutsideWorkspace as exc:
+        return Answer(error=str(exc))
+
+
+def _when(time_ns: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(time_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _who(version: Version) -> str:
+    if version.process is None and version.pid is None:
+        return "changed beside the mount, seen" if version.via == "watcher" else "an unknown process"
+    ids = ", ".join(f"{k} {v}" for k, v in (("pid", version.pid), ("uid", version.uid)) if v is not None)
+    return f"{version.process or 'a process that had exited'} ({ids})"
+
+
+def history(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
+    """``args``: path; versions (0, 1 or 2 names); diff, json, deleted."""
+    versions = memory.versions(cfg.mode)
+    if args.get("deleted"):
+        gone = versions.deleted()
+        if args.get("json"):
+            return Answer(stdout=json.dumps({"deleted": [{"path": p, "deleted": _iso(t)} for p, t in gone]}) + "\n")
+        if not gone:
+            return Answer(stdout="no deleted memory files with history\n")
+        return Answer(stdout="".join(f"{p}\tdeleted {_when(t)}\n" for p, t in gone))
+    if not args.get("path"):
+        return Answer(error="name a memory file (memfs history MEMORY.md), or pass --deleted", usage=True)
+    rel = _history_path(memory, cfg, str(args["path"]), cwd)
+    if isinstance(rel, Answer):
+        return rel
+    names = [str(n) for n in args.get("versions") or []]
+    try:
+        if args.get("diff"):
+            if len(names) > 2:
+                return Answer(error="--diff takes at most two versions: OLDER NEWER", usage=True)
+            if not names:
+                names = [versions.list(rel)[-1].name]
+            older, newer = (names[0], names[1]) if len(names) == 2 else (None, names[0])
+            return Answer(stdout=versions.diff(rel, older, newer))
+        if len(names) == 1:
+            data = versions.content(versions.get(rel, names[0]))
+            # Exact bytes, even ones that are not UTF-8: the CLI writes them back undecoded.
+            return Answer(stdout=data.decode("utf-8", "surrogateescape"))
+        if names:
+            return Answer(error="name one version to print it, or two with --diff", usage=True)
+        found = versions.list(rel)
+    except VersionsError as exc:
+        return Answer(error=str(exc))
+    deleted = versions.deleted_at(rel)
+    if args.get("json"):
+        return Answer(stdout=json.dumps({"path": rel, "versions": [v.as_json() for v in found],
+                                         "deleted": _iso(deleted) if deleted else None}) + "\n")
+    width = max(len(v.name) for v in found)
+    lines = [f"{rel}: {len(found)} version{'s' if len(found) != 1 else ''}, oldest first"
+             + (f"; deleted {_when(deleted)}" if deleted else "")]
+    for v in found:
+        lines.append(f"{v.name:<{width}}  {v.size:>9,} B  {_when(v.time_ns)}  {_who(v)} via {v.via}")
+    return Answer(stdout="\n".join(lines) + "\n")
+
+
+def _iso(time_ns: int) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(time_ns / 1e9, dt.timezone.utc).isoformat(timespec="microseconds").replace(
+        "+00:00", "Z")
+
+
+def restore(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
+    """``args``: path, version."""
+    rel = _history_path(memory, cfg, str(args.get("path") or ""), cwd)
+    if isinstance(rel, Answer):
+        return rel
+    name = str(args.get("version") or "")
+    try:
+        restored = memory.versions(cfg.mode).restore(rel, name, _caller(args, CLI))
+    except VersionsError as exc:
+        return Answer(error=str(exc))
+    if restored is None:
+        return Answer(stdout=f"{rel} already holds {name}: nothing to restore\n")
+    return Answer(stdout=f"restored {rel} to {name}; that is now its newest version, {restored.name}\n")
 
 
 def run(memory: Memory, cfg: Config, command: str, args: dict[str, Any], cwd: str) -> Answer:
@@ -208,4 +313,8 @@ def run(memory: Memory, cfg: Config, command: str, args: dict[str, Any], cwd: st
         return index(memory, cfg, args)
     if command == "append":
         return append(memory, cfg, args)
+    if command == "history":
+        return history(memory, cfg, args, cwd)
+    if command == "restore":
+        return restore(memory, cfg, args, cwd)
     return Answer(error=f"unknown command {command!r}")

@@ -217,6 +217,13 @@ class MountConfig(_Section):
         return name
 
 
+class HistoryConfig(_Section):
+    # Every version of every memory file is kept (memfs/history/); these bound how long and how much.
+    enabled: bool = True
+    keep_days: float = Field(90.0, ge=0, le=36_500, description="versions older than this are pruned")
+    max_mb: float = Field(512.0, gt=0, le=1_000_000, description="oldest versions pruned beyond this size")
+
+
 AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAIN_MODE = "main"
 SHARED_MODE = "shared"
@@ -236,6 +243,7 @@ class Config(_Section):
     privacy: PrivacyConfig = Field(default_factory=PrivacyConfig)
     sync: SyncConfig = Field(default_factory=SyncConfig)
     mount: MountConfig = Field(default_factory=MountConfig)
+    history: HistoryConfig = Field(default_factory=HistoryConfig)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

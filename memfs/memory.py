@@ -25,6 +25,12 @@ np = lazy_module("numpy")
 
 from memfs import notes
 from memfs.config import MAIN_MODE, SHARED_MODE, Config, PrivacyConfig
+from memfs.history.keeper import (
+    History,
+    NoSuchVersion,  # noqa: F401  (front ends take them from here)
+)
+from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
+from memfs.history.store import HistoryError, Version  # noqa: F401
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)
@@ -42,7 +48,16 @@ from memfs.render import bundle as bundle_render
 from memfs.state import StatePaths, WorkspaceIdentity, locate
 from memfs.sync import protocol as sync_protocol
 from memfs.sync.store import IngestResult, SyncStore, SyncStoreError
-from memfs.workspace import LONG_TERM_NAMES, OutsideWorkspace, is_memory, relative, timezone, today
+from memfs.versions import Versions, VersionsError  # noqa: F401
+from memfs.workspace import (
+    LONG_TERM_NAMES,
+    OutsideWorkspace,
+    is_memory,
+    iter_memory_files,
+    relative,
+    timezone,
+    today,
+)
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +118,8 @@ class Memory:
         self._identity_known: tuple[str, str, int] | None = None
         self._stopping = threading.Event()  # set by stop(): no new embedding batch starts
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
+        self._history: History | None = None
+        self._history_lock = threading.Lock()
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
         # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
@@ -247,12 +264,48 @@ class Memory:
 
     def index(self, progress: Progress | None = None, embed_progress: Progress | None = None) -> list[Outcome]:
         """Reconcile the index with the workspace files and embed what is missing."""
-        outcomes = self.indexer.reconcile(progress)
+        outcomes = self.reconcile(progress)
         self.embed_pending(progress=embed_progress)
         return outcomes
 
-    def file_changed(self, rel: str) -> Outcome:
-        """A file was written (closed, fsynced, renamed into place, changed beside the mount)."""
+    def reconcile(self, progress: Progress | None = None) -> list[Outcome]:
+        """Bring the index and the history in step with the files (changes made while nothing
+        watched): at a mount's or a daemon's start, and by ``memfs index``."""
+        if self.history is not None:
+            self.history.reconcile(iter_memory_files(self.cfg))
+            self.history.prune()
+        return self.indexer.reconcile(progress)
+
+    @property
+    def history(self) -> History | None:
+        """The versions of the memory files (None with history.enabled = false); opened on first use."""
+        if self._history is None and self.cfg.history.enabled:
+            with self._history_lock:
+                if self._history is None:
+                    self._history = History(self.cfg, self.paths.history, self.paths.identity.as_json())
+        return self._history
+
+    def versions(self, mode: str | None = None) -> Versions:
+        """The history as ``mode`` may see it (see :mod:`memfs.versions`)."""
+        privacy = self.privacy(mode)
+        writable = tuple(w.rstrip("/") for w in self.cfg.privacy.shared_writable)
+
+        def may_write(rel: str) -> bool:
+            return not privacy.shared or any(rel == w or rel.startswith(w + "/") for w in writable)
+
+        return Versions(self.history, privacy, may_write, self.file_changed)
+
+    def before_change(self, rel: str) -> None:
+        """``rel`` is about to be changed (truncated, written, replaced, removed): whatever it
+        holds now is kept first, if it is not kept already."""
+        if self.history is not None:
+            self.history.before_change(rel)
+
+    def file_changed(self, rel: str, who: Provenance = BESIDE) -> Outcome:
+        """A file was written (closed, fsynced, renamed into place, changed beside the mount) by
+        ``who``: its new content is kept as a version, then indexed."""
+        if self.history is not None:
+            self.history.changed(rel, who)
         outcome = self.indexer.index_file(rel)
         if outcome.action == "skipped" and outcome.reason:
             log.warning("not indexed: %s: %s", rel, outcome.reason)
@@ -264,16 +317,22 @@ class Memory:
     def file_moved(self, old: str, new: str) -> Outcome:
         return self.indexer.rename(old, new)
 
-    def path_removed(self, rel: str) -> int:
-        """A file or a whole directory is gone: drop every indexed file at or below ``rel``."""
+    def path_removed(self, rel: str, who: Provenance = BESIDE) -> int:
+        """A file or a whole directory is gone: drop every indexed file at or below ``rel``
+        (their versions stay, with the deletion recorded)."""
+        if self.history is not None:
+            self.history.removed(rel, who)
         paths = self.store.paths_under(rel)
         for path in paths:
             self.indexer.remove(path)
         return len(paths)
 
-    def path_moved(self, old: str, new: str) -> list[Outcome]:
+    def path_moved(self, old: str, new: str, who: Provenance = BESIDE) -> list[Outcome]:
         """A file or directory was renamed: move indexed files along (no re-embedding), drop
-        those that left the memory paths, index memory files that arrived."""
+        those that left the memory paths, index memory files that arrived.  In the history the
+        old name is deleted and the new one has a new version."""
+        if self.history is not None:
+            self.history.moved(old, new, who)
         outcomes = []
         moved = set()
         for path in self.store.paths_under(old):
@@ -443,7 +502,8 @@ class Memory:
         """Whether sync data is (the start of) a [CLAWGPT-SYNC] envelope, judged only whole."""
         return sync_protocol.is_envelope_start(data)
 
-    def ingest_sync(self, data: bytes, source: str = "stdin", mode: str | None = None) -> IngestResult:
+    def ingest_sync(self, data: bytes, source: str = "stdin", mode: str | None = None,
+                    who: Provenance = BESIDE) -> IngestResult:
         """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
         already stored anywhere (a shared mode: in the day files it may see), append the rest to
         their date files, index those files.  Invalid input stores nothing, is kept under
@@ -457,11 +517,11 @@ class Memory:
             log.info("refused sync data from %s: %s (kept in %s)", source, exc.strerror, kept)
             raise sync_protocol.SyncError(exc.strerror or str(exc)) from None
         for rel in result.files:
-            self.file_changed(rel)
+            self.file_changed(rel, who)
         return result
 
     def append(self, text: str, section: str | None = None, mode: str | None = None,
-               now: dt.datetime | None = None) -> str:
+               now: dt.datetime | None = None, who: Provenance = BESIDE) -> str:
         """Append Markdown to today's daily log (today in bundle.timezone, the day the context
         bundle reads), or to ``section`` of MEMORY.md, and index it; returns the file's path.
         Raises AppendError."""
@@ -474,8 +534,10 @@ class Memory:
             moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(timezone(self.cfg.bundle.timezone))
             rel = f"memory/{moment.date().isoformat()}.md"
             text = notes.daily_entry(text, moment)
+        if not privacy.hides(rel):
+            self.before_change(rel)
         notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable))
-        self.file_changed(rel)
+        self.file_changed(rel, who)
         return rel
 
     def bundle(self, mode: str, now: dt.datetime | None = None, viewer: str | None = None) -> str:
@@ -533,6 +595,9 @@ class Memory:
             "problems": [{"path": path, "not_indexed": error, "warning": warning}
                          for path, (error, warning) in sorted(self.problems(privacy).items())],
         }
+        if self.history is not None and not privacy.shared:
+            # Not for a shared view: the history grows when MEMORY.md is edited.
+            info.update(self.history.status())
         if privacy.shared:
             for key in ("generation", "index_path", "index_bytes", "cached_embeddings"):
                 info.pop(key)
@@ -578,4 +643,6 @@ class Memory:
         self.settle()
         self._query_pool.shutdown(wait=True)
         self.store.close()
+        if self._history is not None:
+            self._history.close()
         self._using.close()

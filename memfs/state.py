@@ -80,6 +80,7 @@ class StatePaths:
     index: Path
     cache: Path
     identity: WorkspaceIdentity
+    history: Path  # versions of the memory files (memfs/history/)
 
 
 def make_private_dir(path: Path) -> None:
@@ -214,4 +215,4 @@ def locate(cfg: Config) -> StatePaths:
                     _move_sqlite(legacy, index)
                     log.warning("moved the index of an earlier memfs (%s) to %s; it is rebuilt for this "
                                 "workspace before use", legacy, index)
-    return StatePaths(folder, index, cache, identity)
+    return StatePaths(folder, index, cache, identity, folder / f"{cfg.agent}.history.sqlite")

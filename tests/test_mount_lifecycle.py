@@ -148,7 +148,9 @@ def test_second_agent_has_its_own_index(tmp_path: Path, mount_factory) -> None:
     assert not main.search_json("sprint review Friday")["results"]
     assert work.search_json("sprint review Friday")["results"]
     indexes = {p.name for p in (tmp_path / "state" / "workspaces").glob("*/*.sqlite")}
-    assert indexes == {"main.sqlite", "work.sqlite"}
+    assert indexes == {"main.sqlite", "work.sqlite", "main.history.sqlite", "work.history.sqlite"}
+    folders = {p.parent for p in (tmp_path / "state" / "workspaces").glob("*/*.history.sqlite")}
+    assert len(folders) == 2  # each workspace's versions beside its own index
 
 
 def cpu_seconds(pid: int) -> float:

@@ -227,7 +227,7 @@ class Daemon:
     def run(self) -> None:
         for warning in shadowed_warnings(self.cfg):
             log.warning("%s", warning)
-        outcomes = self.memory.indexer.reconcile()
+        outcomes = self.memory.reconcile()
         changed = [o for o in outcomes if o.action in ("indexed", "removed")]
         log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
         self.socket.open()

@@ -62,7 +62,11 @@ class MemfsOperations(Passthrough):
         entry.st_size = 0 if node.is_dir else len(node.content)
         entry.st_blksize = 4096
         entry.st_blocks = (entry.st_size + 511) // 512
-        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = self.started_ns
+        entry.st_atime_ns = entry.st_mtime_ns = entry.st_ctime_ns = node.mtime_ns or self.started_ns
+        if node.size is not None:
+            entry.st_size = node.size
+            entry.st_blocks = (node.size + 511) // 512
+            entry.entry_timeout = entry.attr_timeout = 60  # a version never changes
         return entry
 
     def _virtual_child(self, parent: int, name: bytes) -> bool:
@@ -74,10 +78,13 @@ class MemfsOperations(Passthrough):
             raise FUSEError(errno.ENOENT)
         return node
 
-    async def _rendered(self, node: VNode) -> bytes:
-        if node.is_dir:
-            return b""
-        return await trio.to_thread.run_sync(self.virtual.refresh, node)
+    async def _rendered(self, node: VNode, opening: bool = False) -> bytes:
+        if node.is_dir or (node.size is not None and not opening):
+            return b""  # a version's size is known: it is read only when opened
+        try:
+            return await trio.to_thread.run_sync(self.virtual.refresh, node)
+        except VirtualError as exc:
+            raise FUSEError(exc.errno) from None
 
     def attrs(self, inode: int, st: os.stat_result) -> pyfuse3.EntryAttributes:
         entry = super().attrs(inode, st)
@@ -156,7 +163,9 @@ class MemfsOperations(Passthrough):
             if writing:
                 self.view.refuse_change(rel)
             if is_sync_file(rel) and flags & os.O_ACCMODE != os.O_RDONLY:
-                return await self._checked_open(await self._open_sync(inode, rel, flags), inode, writing)
+                info = await self._open_sync(inode, rel, flags)
+                self.handles[info.fh].who = self.writes.who(ctx.uid, ctx.pid)
+                return await self._checked_open(info, inode, writing)
             return await self._checked_open(await super().open(inode, flags, ctx), inode, writing)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             raise FUSEError(errno.EROFS)
@@ -164,7 +173,7 @@ class MemfsOperations(Passthrough):
         if node.is_dir:
             raise FUSEError(errno.EISDIR)
         fh = self._new_fh()
-        self.vhandles[fh] = await self._rendered(node)  # this handle's snapshot
+        self.vhandles[fh] = await self._rendered(node, opening=True)  # this handle's snapshot
         self.virtual.note_query(node)
         info = pyfuse3.FileInfo(fh=fh)
         info.direct_io = True  # no page cache: every open reads its own rendering
@@ -193,7 +202,8 @@ class MemfsOperations(Passthrough):
         handle.checked = handle.checked_lines = 0
         memory = self.writes.memory
         try:
-            result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path, self.virtual.mode)
+            result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path, self.virtual.mode,
+                                                   handle.who or self.writes.unknown_caller)
         except SyncError as exc:
             log.warning("refused sync write to %s: %s", handle.path, exc)
             await self._forget_cached(handle.path)  # the kernel counted bytes that never landed
@@ -253,6 +263,7 @@ class MemfsOperations(Passthrough):
         handle = self.handles[info.fh]
         self.view.created(handle.path)
         if is_sync_file(handle.path):
+            handle.who = handle.who or self.writes.who(ctx.uid, ctx.pid)
             handle.staged, handle.staged_base = bytearray(), 0
             handle.created = True
             handle.dirty = False

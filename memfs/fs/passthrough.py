@@ -78,12 +78,14 @@ class Handle:
     inode: int
     path: str  # at open time; the inode table has the current one
     dirty: bool = False
+    written: bool = False  # written to since the last version (not only truncated)
     writable: bool = False
     staged: bytearray | None = None  # sync files: bytes written, held until flush (see operations)
     staged_base: int = 0  # file size at open: staged[0] belongs at this offset
     checked: int = 0  # staged[:checked] is complete lines already validated
     checked_lines: int = 0  # how many lines staged[:checked] holds
     created: bool = False  # made by this open (create)
+    who: Any = None  # the Provenance of the process that opened it for writing (memory files)
 
 
 @dataclass
@@ -218,6 +220,7 @@ class Passthrough(pyfuse3.Operations):
             raise FUSEError(errno.ENOENT)
         path = self.full(rel)
         if fields.update_size:
+            await self.writes.before_change(rel)
             if handle is not None:
                 os.ftruncate(handle.fd, attr.st_size)
             else:
@@ -236,10 +239,13 @@ class Passthrough(pyfuse3.Operations):
             mtime = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
             os.utime(path, ns=(atime, mtime), follow_symlinks=False)
         if fields.update_size:
-            if handle is not None:
-                handle.dirty = True
+            # `>` opens, then truncates by name: the writer's close settles it (one version,
+            # not an empty one in between).  A truncate with nothing open is a change of its own.
+            writer = handle or next((h for h in self.handles.values() if h.inode == inode and h.writable), None)
+            if writer is not None:
+                writer.dirty = True
             else:
-                await self.writes.changed(rel)
+                await self.writes.changed(rel, self.writes.who(ctx.uid, ctx.pid))
         return self.attrs(inode, os.lstat(path))
 
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -323,13 +329,15 @@ class Passthrough(pyfuse3.Operations):
         return self.entry_for(rel)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        await self._remove(parent_inode, name, os.rmdir)
+        await self._remove(parent_inode, name, os.rmdir, ctx)
 
-    async def _remove(self, parent_inode: int, name: bytes, remove: Callable[[bytes], None]) -> None:
+    async def _remove(self, parent_inode: int, name: bytes, remove: Callable[[bytes], None],
+                      ctx: pyfuse3.RequestContext) -> None:
         rel = self.child(parent_inode, name)
+        await self.writes.before_change(rel)
         remove(self.full(rel))
         self.inodes.unlinked(rel)
-        await self.writes.removed(rel)
+        await self.writes.removed(rel, self.writes.who(ctx.uid, ctx.pid))
 
     # -- names ----------------------------------------------------------------------------------
 
@@ -355,27 +363,30 @@ class Passthrough(pyfuse3.Operations):
         rel = self.child(new_parent_inode, new_name)
         os.link(self.full(self.inodes.path(inode)), self.full(rel), follow_symlinks=False)
         entry = self.entry_for(rel)
-        await self.writes.changed(rel)
+        await self.writes.changed(rel, self.writes.who(ctx.uid, ctx.pid))
         return entry
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
-        await self._remove(parent_inode, name, os.unlink)
+        await self._remove(parent_inode, name, os.unlink, ctx)
 
     async def rename(self, parent_inode_old: int, name_old: bytes, parent_inode_new: int, name_new: bytes,
                      flags: int, ctx: pyfuse3.RequestContext) -> None:
         old = self.child(parent_inode_old, name_old)
         new = self.child(parent_inode_new, name_new)
+        await self.writes.before_change(old)
+        await self.writes.before_change(new)  # replaced (or exchanged): what it held is kept first
+        who = self.writes.who(ctx.uid, ctx.pid)
         if flags:
             renameat2(self.full(old), self.full(new), flags)
         else:
             os.rename(self.full(old), self.full(new))
         if flags & pyfuse3.RENAME_EXCHANGE:
             self.inodes.exchanged(old, new)
-            await self.writes.moved(old, new)
-            await self.writes.changed(old)
+            await self.writes.moved(old, new, who)
+            await self.writes.changed(old, who)
         else:
             self.inodes.renamed(old, new)
-            await self.writes.moved(old, new)
+            await self.writes.moved(old, new, who)
 
     # -- files ----------------------------------------------------------------------------------
 
@@ -410,19 +421,25 @@ class Passthrough(pyfuse3.Operations):
             if node is None or (node.key is not None and node.key != (st.st_dev, st.st_ino)):
                 raise FUSEError(errno.ESTALE)
             if flags & os.O_TRUNC and stat.S_ISREG(st.st_mode):
+                await self.writes.before_change(rel)
                 os.ftruncate(fd, 0)
         except BaseException:
             os.close(fd)
             raise
         info = self._file_info(fd, inode, rel, flags)
+        handle = self.handles[info.fh]
+        if handle.writable and self.writes.is_memory(rel):
+            handle.who = self.writes.who(ctx.uid, ctx.pid)
         if flags & os.O_TRUNC:
-            self.handles[info.fh].dirty = True
+            handle.dirty = True
         return info
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         rel = self.child(parent_inode, name)
         path = self.full(rel)
+        if flags & os.O_TRUNC:
+            await self.writes.before_change(rel)  # the kernel's "no such file" may be out of date
         fd = os.open(path, self._backing_flags(flags) | os.O_CREAT, stat.S_IMODE(mode))
         try:
             os.fchmod(fd, stat.S_IMODE(mode) & ~ctx.umask)
@@ -433,7 +450,10 @@ class Passthrough(pyfuse3.Operations):
             os.close(fd)
             raise
         info = self._file_info(fd, entry.st_ino, rel, flags)
-        self.handles[info.fh].dirty = True
+        handle = self.handles[info.fh]
+        handle.dirty = True
+        if self.writes.is_memory(rel):
+            handle.who = self.writes.who(ctx.uid, ctx.pid)
         return info, entry
 
     async def read(self, fh: int, off: int, size: int) -> bytes:
@@ -441,8 +461,10 @@ class Passthrough(pyfuse3.Operations):
 
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles[fh]
+        if not handle.dirty and handle.who is not None:
+            await self.writes.before_change(handle.path)  # the first write since the last version
         written = os.pwrite(handle.fd, buf, off)
-        handle.dirty = True
+        handle.dirty = handle.written = True
         return written
 
     async def _index_if_dirty(self, handle: Handle, memory_only: bool = False) -> None:
@@ -451,8 +473,12 @@ class Passthrough(pyfuse3.Operations):
         rel = self.inodes.path(handle.inode)
         if memory_only and not self.writes.is_memory(rel):
             return
-        handle.dirty = False
-        await self.writes.changed(rel)
+        if memory_only and not handle.written:
+            # Only truncated so far: a shell's `>` closes its first descriptor (after dup2) before
+            # it writes; the last close settles it, so no empty version is kept in between.
+            return
+        handle.dirty = handle.written = False
+        await self.writes.changed(rel, handle.who or self.writes.unknown_caller)
 
     async def flush(self, fh: int) -> None:
         # close() returns after FLUSH (RELEASE comes later, asynchronously): index memory files

@@ -1,5 +1,5 @@
-"""Virtual files on the mount: ``search/[OPTIONS/]<query>.md|.json``, ``context/<mode>.md`` and
-``.memfs/status``.  They are read-only (EROFS on any change) and rendered by the same Memory call
+"""Virtual files on the mount: ``search/[OPTIONS/]<query>.md|.json``, ``context/<mode>.md``,
+``history/<path>/<version>`` (see :mod:`memfs.fs.historyfiles`) and ``.memfs/status``.  They are read-only (EROFS on any change) and rendered by the same Memory call
 and renderer as the matching CLI command, so both print the same bytes.
 
 They sit at the mount's root, or all inside one folder (``mount.virtual_prefix``, for example
@@ -20,39 +20,22 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from memfs.config import MAIN_MODE
+from memfs.fs.historyfiles import HistoryFiles
+from memfs.fs.vnode import VirtualError, VNode
 from memfs.memory import BUNDLE_MODES, BadOption, Memory, SearchOptions, parse_options
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 
 log = logging.getLogger(__name__)
 FIRST_INODE = 1 << 48  # far above anything the passthrough allocates
-SEARCH, CONTEXT, META = "search", "context", ".memfs"
-ROOT_NAMES = (SEARCH, CONTEXT, META)
+SEARCH, CONTEXT, META, HISTORY = "search", "context", ".memfs", "history"
+ROOT_NAMES = (SEARCH, CONTEXT, META, HISTORY)
 STATUS = "status"
 RECENT_QUERIES = 50
 NAME_MAX = 255
 MAX_QUERY_NODES = 2000
-
-
-class VirtualError(Exception):
-    def __init__(self, errno_: int) -> None:
-        super().__init__(errno_)
-        self.errno = errno_
-
-
-@dataclass
-class VNode:
-    inode: int
-    name: str
-    parent: int  # inode of the parent (1 for the mount's root)
-    is_dir: bool
-    render: Callable[[], bytes] | None = None  # files only
-    content: bytes = b""
-    rendered_at: int = -1  # index generation of `content` (-1: never rendered)
-    children: dict[str, int] = field(default_factory=dict)
 
 
 def parse_folder(name: str) -> SearchOptions:
@@ -99,11 +82,14 @@ class VirtualTree:
             self.top[prefix] = folder.inode
             self.roots = {SEARCH: self._add(SEARCH, folder.inode, True).inode,
                           CONTEXT: self._add(CONTEXT, folder.inode, True).inode,
+                          HISTORY: self._add(HISTORY, folder.inode, True).inode,
                           META: folder.inode}
         else:
             self.roots = {name: self._add(name, 1, True).inode for name in ROOT_NAMES}
             self.top = dict(self.roots)
         self.top_names = frozenset(self.top)
+        self.nodes[self.roots[HISTORY]].hkind = "dir"
+        self.history = HistoryFiles(self)
         # Bundles this mount may not read (a shared mount: the main one) answer EACCES.
         self.denied: set[str] = set()
         for bundle_mode in BUNDLE_MODES:
@@ -150,6 +136,8 @@ class VirtualTree:
         node = self.nodes.get(parent)
         if node is None or not node.is_dir:
             raise VirtualError(errno.ENOENT)
+        if node.hkind:
+            return self.history.lookup(node, name)
         if parent == self.roots[CONTEXT] and name in self.denied:
             raise VirtualError(errno.EACCES)
         if name in node.children and name != "":
@@ -201,6 +189,8 @@ class VirtualTree:
         """Render ``node`` again unless the index has not moved since its last rendering (blocking:
         call it off the event loop)."""
         assert node.render is not None
+        if node.size is not None:
+            return node.render()  # a version: never changes, and is not kept in memory
         generation = self.memory.store.generation
         # Search results depend on the index only: cache them per generation (unless chunks are
         # still waiting for vectors).  Bundles read any file and status changes by the second.
@@ -212,6 +202,8 @@ class VirtualTree:
 
     def listing(self, inode: int) -> list[VNode]:
         node = self.nodes[inode]
+        if node.hkind:
+            return self.history.listing(node)
         if inode == self.roots[SEARCH]:
             names = list(reversed(self.recent))
             return [self.nodes[node.children[n]] for n in names if n in node.children]

@@ -16,7 +16,7 @@ import trio
 
 from memfs.config import CONFIG_FILE
 from memfs.embedder import BackgroundEmbedder
-from memfs.memory import Memory
+from memfs.memory import BESIDE, MOUNT, Memory, Provenance
 from memfs.workspace import is_memory
 
 log = logging.getLogger(__name__)
@@ -90,33 +90,52 @@ class MemoryWrites:
         else:
             self.writing.pop(rel, None)
 
-    async def changed(self, rel: str) -> None:
-        """A file's content changed through the mount; index it now if it is memory."""
+    # A file opened under another name and renamed onto a memory file before it was closed.
+    unknown_caller = Provenance(MOUNT)
+
+    @staticmethod
+    def who(uid: int, pid: int) -> Provenance:
+        """The caller of a FUSE request, as its versions record it."""
+        return Provenance.of_process(MOUNT, uid, pid)
+
+    async def before_change(self, rel: str) -> None:
+        """``rel`` is about to be truncated, written, replaced or removed through the mount: what
+        it holds is kept first if the history does not have it yet (it was changed beside the
+        mount and the watcher has not caught up).  Cheap when it has: one stat, one lookup."""
+        if not self.is_memory(rel):
+            return
+        history = self.memory.history
+        if history is not None and history.unseen(rel):
+            await trio.to_thread.run_sync(self.memory.before_change, rel)
+
+    async def changed(self, rel: str, who: Provenance = BESIDE) -> None:
+        """A file's content changed through the mount; keep the version and index it now if it
+        is memory."""
         self.note_own(rel)
         if rel == CONFIG_FILE and self.on_config_change is not None:
             await self.on_config_change()
         if not self.is_memory(rel):
             return
-        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel)
+        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel, who)
         if outcome.pending:
             self.embedder.kick()
 
-    async def removed(self, rel: str) -> None:
+    async def removed(self, rel: str, who: Provenance = BESIDE) -> None:
         """A file or an (empty) directory was removed through the mount."""
         self._remember(rel, GONE)
         if rel == CONFIG_FILE and self.on_config_change is not None:
             await self.on_config_change()
         if self.is_memory(rel):
-            await trio.to_thread.run_sync(self.memory.path_removed, rel)
+            await trio.to_thread.run_sync(self.memory.path_removed, rel, who)
 
-    async def moved(self, old: str, new: str) -> None:
+    async def moved(self, old: str, new: str, who: Provenance = BESIDE) -> None:
         self.note_own(old)  # gone, or (RENAME_EXCHANGE) the other file now
         self.note_own(new)
         if CONFIG_FILE in (old, new) and self.on_config_change is not None:
             await self.on_config_change()
         if not (self.is_memory(old) or self.is_memory(new) or (self.workspace / new).is_dir()):
             return  # a plain file moved (an editor's backup, a temp file): nothing to index
-        await trio.to_thread.run_sync(self.memory.path_moved, old, new)
+        await trio.to_thread.run_sync(self.memory.path_moved, old, new, who)
         self.embedder.kick()
 
     async def embed_worker(self) -> None:

@@ -28,6 +28,10 @@ def render_status(info: dict[str, object]) -> str:
             f"index:      {info['index_path']} ({_size(int(info['index_bytes']))}, generation {info['generation']})",
             f"cache:      {info['cached_embeddings']} embeddings",
         ]
+    if "history_versions" in info:
+        lines.append(f"history:    {info['history_versions']} versions of {info['history_files']} files, "
+                     f"{_size(int(info['history_bytes']))} (kept {info['history_keep_days']:g} days, "
+                     f"at most {info['history_max_mb']:g} MB; {info['history_path']})")
     problems = info.get("problems") or []
     for problem in problems[:10]:  # type: ignore[union-attr]
         lines.append(f"problem:    {problem['path']}: {problem['not_indexed'] or problem['warning']}")

@@ -50,7 +50,7 @@ class ServeDaemon:
 
     def run(self) -> int:
         """Serve until a signal; returns how many passages were left waiting for an embedding."""
-        outcomes = self.memory.indexer.reconcile()
+        outcomes = self.memory.reconcile()
         changed = [o for o in outcomes if o.action in ("indexed", "removed")]
         log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
         try:

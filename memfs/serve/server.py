@@ -37,7 +37,7 @@ from memfs.state import make_private_dir
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("search", "get", "status", "context", "sync", "index", "append")
+COMMANDS = ("search", "get", "status", "context", "sync", "index", "append", "history", "restore")
 
 
 @dataclass
@@ -179,7 +179,11 @@ class SocketServer:
             # moment for this (a stopped daemon never says it, and the client answers itself).
             await stream.send_all(b'{"status": "working"}\n')
             reply = await trio.to_thread.run_sync(self.answer, *decision)
-            await stream.send_all(json.dumps(reply, ensure_ascii=False).encode() + b"\n")
+            try:
+                line = json.dumps(reply, ensure_ascii=False).encode()
+            except UnicodeEncodeError:  # bytes that are not UTF-8, carried as escapes
+                line = json.dumps(reply).encode()
+            await stream.send_all(line + b"\n")
             return True
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False

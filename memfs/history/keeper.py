@@ -1,0 +1,284 @@
+"""When versions are taken, and restoring one.
+
+What a memory file holds is kept at three moments: **before** a change through the mount or the
+CLI (if the file no longer looks as it did when its newest version was taken, someone changed it
+beside the mount: that content is kept first, so the change cannot lose it), **after** a change
+(close, fsync, truncate, rename into place: the new content, with who made it), and when the
+watcher or a reconciliation sees a change made beside the mount.  A version identical to the
+newest one is not kept again.
+"""
+
+from __future__ import annotations
+
+import difflib
+import errno
+import json
+import logging
+import os
+import stat
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from memfs.config import Config
+from memfs.history.provenance import BESIDE, Provenance
+from memfs.history.store import HistoryError, HistoryStore, Version
+from memfs.workspace import is_memory
+
+log = logging.getLogger(__name__)
+
+# Age and size limits are enforced at start, then after this many new versions or this long.
+PRUNE_EVERY_VERSIONS = 64
+PRUNE_EVERY_S = 3600.0
+READ_ATTEMPTS = 5  # a file changing while it is read is read again
+
+
+class NoSuchVersion(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    data: bytes
+    fingerprint: str
+    mtime_ns: int
+
+
+def fingerprint(st: os.stat_result) -> str:
+    return f"{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _same_workspace(recorded: str, wanted: str) -> bool:
+    try:
+        old, new = json.loads(recorded), json.loads(wanted)
+        return old["path"] == new["path"] or (old["dev"], old["ino"]) == (new["dev"], new["ino"])
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+class History:
+    def __init__(self, cfg: Config, path: Path, identity: str) -> None:
+        self.workspace = Path(os.path.realpath(cfg.workspace))
+        self.settings = cfg.history
+        self.extra = cfg.index.extra_paths
+        self.store = self._open(path, identity)
+        self._since_prune = 0
+        self._pruned_at = time.monotonic()  # a mount or daemon prunes as it starts (Memory.reconcile)
+
+    @staticmethod
+    def _open(path: Path, identity: str) -> HistoryStore:
+        """The store of this workspace; one recorded for another (a copied state folder) is set
+        aside, never shown."""
+        store = HistoryStore(path)
+        recorded = store.get_meta("workspace")
+        if recorded is not None and recorded != identity and not _same_workspace(recorded, identity):
+            store.close()
+            aside = path.with_name(f"{path.name}.other-workspace-{int(time.time())}")
+            for suffix in ("", "-wal"):
+                if os.path.exists(str(path) + suffix):
+                    os.replace(str(path) + suffix, str(aside) + suffix)
+            Path(str(path) + "-shm").unlink(missing_ok=True)
+            log.warning("history %s was made for another workspace: set aside as %s", path, aside)
+            store = HistoryStore(path)
+        if recorded != identity:
+            store.set_meta("workspace", identity)
+        return store
+
+    def close(self) -> None:
+        self.store.close()
+
+    def tracks(self, rel: str) -> bool:
+        return is_memory(rel, self.extra)
+
+    # -- reading the workspace -----------------------------------------------------------------
+
+    def _snapshot(self, rel: str) -> Snapshot | None:
+        """The bytes of ``rel`` as one consistent read; None unless it is a regular file (a
+        symlink is not followed: its target has a history of its own if it is memory)."""
+        for _ in range(READ_ATTEMPTS):
+            try:
+                fd = os.open(self.workspace / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                return None
+            try:
+                before = os.fstat(fd)
+                if not stat.S_ISREG(before.st_mode):
+                    return None
+                chunks = []
+                while block := os.read(fd, 1 << 20):
+                    chunks.append(block)
+                after = os.fstat(fd)
+            finally:
+                os.close(fd)
+            if fingerprint(before) == fingerprint(after):
+                return Snapshot(b"".join(chunks), fingerprint(after), after.st_mtime_ns)
+        log.warning("history: %s kept changing while it was read; its version is what was read last", rel)
+        return Snapshot(b"".join(chunks), "", after.st_mtime_ns)
+
+    def current_fingerprint(self, rel: str) -> str | None:
+        try:
+            st = os.lstat(self.workspace / rel)
+        except OSError:
+            return None
+        return fingerprint(st) if stat.S_ISREG(st.st_mode) else None
+
+    # -- taking versions -----------------------------------------------------------------------
+
+    def unseen(self, rel: str) -> bool:
+        """Whether ``rel`` holds content that may not be kept yet (cheap: one stat, one lookup)."""
+        if not self.tracks(rel):
+            return False
+        now = self.current_fingerprint(rel)
+        return now is not None and now != self.store.seen(rel)
+
+    def before_change(self, rel: str) -> Version | None:
+        """``rel`` is about to change: keep what it holds now if that is not kept yet."""
+        if not self.unseen(rel):
+            return None
+        return self._take(rel, BESIDE, beside=True)
+
+    def changed(self, rel: str, who: Provenance) -> Version | None:
+        """``rel`` was changed by ``who``: keep its new content."""
+        if not self.tracks(rel):
+            return None
+        return self._take(rel, who, beside=who is BESIDE)
+
+    def _take(self, rel: str, who: Provenance, beside: bool) -> Version | None:
+        snap = self._snapshot(rel)
+        if snap is None:
+            return None
+        now = time.time_ns()
+        # Made beside the mount: the file's own time says when (never later than now).
+        when = min(snap.mtime_ns, now) if beside else now
+        version = self.store.add(rel, snap.data, when, who, snap.fingerprint or None)
+        if version is not None:
+            log.debug("history: %s %s (%d bytes, via %s)", rel, version.name, version.size, who.via)
+            self._since_prune += 1
+            if self._since_prune >= PRUNE_EVERY_VERSIONS or time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
+                self.prune()
+        return version
+
+    def removed(self, rel: str, who: Provenance) -> int:
+        """``rel`` (a file, or a folder and all below it) is gone: record it for each file that
+        has versions; they stay readable."""
+        gone = 0
+        for path in self._paths_under(rel):
+            if not os.path.lexists(self.workspace / path):
+                gone += self.store.deleted(path, time.time_ns(), who)
+        return gone
+
+    def moved(self, old: str, new: str, who: Provenance) -> None:
+        self.removed(old, who)
+        target = self.workspace / new
+        if target.is_dir() and not target.is_symlink():
+            for folder, _, names in os.walk(target):
+                for name in names:
+                    rel = (Path(folder) / name).relative_to(self.workspace).as_posix()
+                    self.changed(rel, who)
+        else:
+            self.changed(new, who)
+
+    def _paths_under(self, rel: str) -> list[str]:
+        return [p for p in self.store.paths() if p == rel or p.startswith(rel + "/")]
+
+    def reconcile(self, present: Iterable[str]) -> int:
+        """Keep what changed beside the mount while nothing watched (at a mount's or a daemon's
+        start); record files that went away.  Returns how many versions were taken."""
+        taken = 0
+        here = set()
+        for rel in present:
+            here.add(rel)
+            if self.before_change(rel) is not None:
+                taken += 1
+        for rel in self.store.paths():
+            if rel not in here and self.store.deleted_at(rel) is None and not os.path.lexists(self.workspace / rel):
+                self.store.deleted(rel, time.time_ns(), BESIDE)
+        return taken
+
+    def prune(self) -> int:
+        self._since_prune = 0
+        self._pruned_at = time.monotonic()
+        cutoff = time.time_ns() - int(self.settings.keep_days * 86_400 * 1e9)
+        removed = self.store.prune(cutoff, int(self.settings.max_mb * 1024 * 1024))
+        if removed:
+            log.info("history: pruned %d versions (history.keep_days %g, history.max_mb %g)", removed,
+                     self.settings.keep_days, self.settings.max_mb)
+        return removed
+
+    # -- reading history -----------------------------------------------------------------------
+
+    def versions(self, rel: str) -> list[Version]:
+        return self.store.versions(rel)
+
+    def version(self, rel: str, name: str) -> Version:
+        found = self.store.version(rel, name)
+        if found is None:
+            raise NoSuchVersion(name)
+        return found
+
+    def content(self, version: Version) -> bytes:
+        return self.store.content(version.blob)
+
+    def paths(self, visible: Callable[[str], bool]) -> list[str]:
+        return [p for p in self.store.paths() if visible(p)]
+
+    def diff(self, rel: str, older: Version | None, newer: Version | None) -> str:
+        """A unified diff from ``older`` (None: from nothing) to ``newer`` (None: the file as it
+        is now)."""
+        def text(version: Version | None, now: bool) -> tuple[list[str], str]:
+            if version is None:
+                snap = self._snapshot(rel) if now else None
+                return ((snap.data if snap else b"").decode("utf-8", "replace").splitlines(keepends=True),
+                        f"{rel} (now)" if snap else "/dev/null")
+            return (self.content(version).decode("utf-8", "replace").splitlines(keepends=True),
+                    f"{rel}@{version.name}")
+
+        (a, a_label), (b, b_label) = text(older, False), text(newer, True)
+        lines = list(difflib.unified_diff(a, b, a_label, b_label))
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+    # -- restoring -----------------------------------------------------------------------------
+
+    def restore(self, rel: str, version: Version, who: Provenance) -> Version | None:
+        """Put ``version``'s bytes back in place of ``rel`` (atomically, keeping its mode and
+        owner); the restored content is itself a new version.  None: the file holds it already."""
+        data = self.content(version)
+        self.before_change(rel)
+        target = self.workspace / rel
+        if target.is_symlink():
+            raise HistoryError(f"{rel} is a symbolic link now: remove it first")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            existing: os.stat_result | None = os.stat(target)
+        except FileNotFoundError:
+            existing = None
+        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".restore")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+            if existing is not None:
+                os.chmod(temp, stat.S_IMODE(existing.st_mode))
+                if os.geteuid() == 0:
+                    os.chown(temp, existing.st_uid, existing.st_gid)
+            else:
+                os.chmod(temp, 0o644)
+            os.replace(temp, target)
+        except OSError as exc:
+            Path(temp).unlink(missing_ok=True)
+            raise HistoryError(f"{rel}: {os.strerror(exc.errno or errno.EIO)}") from None
+        dirfd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dirfd)
+        finally:
+            os.close(dirfd)
+        return self.changed(rel, who)
+
+    def status(self) -> dict[str, object]:
+        versions, files = self.store.counts()
+        return {"history_versions": versions, "history_files": files, "history_bytes": self.store.file_bytes(),
+                "history_path": str(self.store.path), "history_keep_days": self.settings.keep_days,
+                "history_max_mb": self.settings.max_mb}

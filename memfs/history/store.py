@@ -1,0 +1,388 @@
+"""The version store of one (workspace, agent): an SQLite file beside the index.
+
+Content is addressed by its SHA-256 and kept zlib-compressed.  A version whose content starts
+with the previous version of the same file (an append to a daily log or a JSONL) is stored as
+its new bytes only, on top of that one; a chain is cut (the whole content stored again) every
+``MAX_CHAIN`` links so reading a version stays bounded.  Each version records when and by whom
+it was made; a deletion is recorded too, so a deleted file keeps its history.
+
+Writes commit with ``synchronous=FULL``: a version is on disk before the change that follows it
+is acknowledged.  One connection behind a lock; other processes read through WAL.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import threading
+import time
+import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import apsw
+
+from memfs.history.provenance import Provenance
+
+SCHEMA_VERSION = "1"
+# Reading a version joins at most this many pieces; beyond, the whole content is stored again.
+# 1,000 appends of 2 KiB to a daily log then cost one extra copy of the log (measured in
+# scripts/bench_history.py), and reading the newest version stays under a few ms.
+MAX_CHAIN = 1000
+NAME_TIME = "%Y-%m-%dT%H-%M-%SZ"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS blobs(
+    id INTEGER PRIMARY KEY,
+    sha256 TEXT NOT NULL UNIQUE,       -- of the whole content
+    size INTEGER NOT NULL,             -- of the whole content
+    base INTEGER REFERENCES blobs(id), -- NULL: data is the whole content; else base's content + data
+    chain INTEGER NOT NULL,            -- pieces to join to read it
+    data BLOB NOT NULL                 -- zlib
+);
+CREATE INDEX IF NOT EXISTS blobs_base ON blobs(base);
+CREATE TABLE IF NOT EXISTS versions(
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL,
+    name TEXT,                         -- NULL for a deletion
+    time_ns INTEGER NOT NULL,
+    blob INTEGER REFERENCES blobs(id), -- NULL for a deletion
+    uid INTEGER, pid INTEGER, process TEXT,
+    via TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS versions_name ON versions(path, name);
+CREATE INDEX IF NOT EXISTS versions_path ON versions(path, id);
+CREATE INDEX IF NOT EXISTS versions_blob ON versions(blob);
+CREATE TABLE IF NOT EXISTS seen(
+    path TEXT PRIMARY KEY,
+    fingerprint TEXT NOT NULL          -- the file's identity and times when its newest version was taken
+);
+"""
+
+
+class HistoryError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Version:
+    id: int
+    path: str
+    name: str
+    time_ns: int
+    size: int
+    sha256: str
+    blob: int
+    uid: int | None
+    pid: int | None
+    process: str | None
+    via: str
+
+    @property
+    def time_iso(self) -> str:
+        moment = dt.datetime.fromtimestamp(self.time_ns / 1e9, dt.timezone.utc)
+        return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+    def as_json(self) -> dict[str, object]:
+        return {"version": self.name, "time": self.time_iso, "size": self.size, "sha256": self.sha256,
+                "uid": self.uid, "pid": self.pid, "process": self.process, "via": self.via}
+
+
+_VERSION_COLUMNS = ("v.id, v.path, v.name, v.time_ns, b.size, b.sha256, v.blob, v.uid, v.pid, v.process, v.via")
+
+
+def version_name(path: str, time_ns: int, taken: set[str]) -> str:
+    """``2026-11-22T14-05-33Z.md``: the UTC second and the file's own extension; a second change
+    within the same second gets ``_2``, ``_3``... (sorting after the first)."""
+    stem = time.strftime(NAME_TIME, time.gmtime(time_ns // 1_000_000_000))
+    ext = os.path.splitext(path.rpartition("/")[2])[1]
+    name, n = f"{stem}{ext}", 1
+    while name in taken:
+        n += 1
+        name = f"{stem}_{n}{ext}"
+    return name
+
+
+class HistoryStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.lock = threading.RLock()
+        fresh = not path.exists()
+        self.conn = apsw.Connection(str(path))
+        if fresh:
+            os.chmod(path, 0o600)
+        self.conn.setbusytimeout(10_000)
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=FULL")
+        self.conn.execute("PRAGMA foreign_keys=OFF")  # chains are kept whole by prune(), not by SQLite
+        with self.transaction():
+            self.conn.execute(_SCHEMA)
+            recorded = self.get_meta("schema")
+            if recorded is None:
+                self.set_meta("schema", SCHEMA_VERSION)
+            elif recorded != SCHEMA_VERSION:
+                raise HistoryError(f"{path} was made by another memfs (history schema {recorded})")
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction, taken at once (IMMEDIATE): another process adding a version of
+        the same file waits instead of deciding on a stale "newest version"."""
+        with self.lock:
+            if not self.conn.getautocommit():  # nested in one already
+                yield
+                return
+            self.conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self.conn.execute("ROLLBACK")
+                raise
+            self.conn.execute("COMMIT")
+
+    # -- meta and fingerprints -----------------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self.transaction():
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, value))
+
+    def seen(self, path: str) -> str | None:
+        with self.lock:
+            row = self.conn.execute("SELECT fingerprint FROM seen WHERE path = ?", (path,)).fetchone()
+        return row[0] if row else None
+
+    def set_seen(self, path: str, fingerprint: str | None) -> None:
+        with self.transaction():
+            if fingerprint is None:
+                self.conn.execute("DELETE FROM seen WHERE path = ?", (path,))
+            else:
+                self.conn.execute("INSERT OR REPLACE INTO seen(path, fingerprint) VALUES (?, ?)", (path, fingerprint))
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _latest_row(self, path: str) -> tuple[int | None, int] | None:
+        """(blob or None for a deletion, time_ns) of the newest record of ``path``."""
+        row = self.conn.execute("SELECT blob, time_ns FROM versions WHERE path = ? ORDER BY id DESC LIMIT 1",
+                                (path,)).fetchone()
+        return (row[0], row[1]) if row else None
+
+    def latest(self, path: str) -> Version | None:
+        """The newest version of ``path`` (None if it has none, or was deleted since)."""
+        with self.lock:
+            row = self.conn.execute(
+                f"SELECT {_VERSION_COLUMNS} FROM versions v LEFT JOIN blobs b ON b.id = v.blob "
+                "WHERE v.path = ? ORDER BY v.id DESC LIMIT 1", (path,)).fetchone()
+        return Version(*row) if row and row[6] is not None else None
+
+    def versions(self, path: str) -> list[Version]:
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT {_VERSION_COLUMNS} FROM versions v JOIN blobs b ON b.id = v.blob "
+                "WHERE v.path = ? ORDER BY v.id", (path,)).fetchall()
+        return [Version(*row) for row in rows]
+
+    def version(self, path: str, name: str) -> Version | None:
+        with self.lock:
+            row = self.conn.execute(
+                f"SELECT {_VERSION_COLUMNS} FROM versions v JOIN blobs b ON b.id = v.blob "
+                "WHERE v.path = ? AND v.name = ?", (path, name)).fetchone()
+        return Version(*row) if row else None
+
+    def deleted_at(self, path: str) -> int | None:
+        """When ``path`` was deleted, if its newest record is a deletion."""
+        with self.lock:
+            latest = self._latest_row(path)
+        return latest[1] if latest is not None and latest[0] is None else None
+
+    def paths(self) -> list[str]:
+        """Every path with at least one version kept."""
+        with self.lock:
+            return [r[0] for r in self.conn.execute(
+                "SELECT DISTINCT path FROM versions WHERE blob IS NOT NULL ORDER BY path")]
+
+    def deleted_paths(self) -> list[tuple[str, int]]:
+        """(path, deleted at) of files whose newest record is a deletion and that have versions."""
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT v.path, v.time_ns FROM versions v WHERE v.blob IS NULL AND v.id = "
+                "(SELECT MAX(id) FROM versions w WHERE w.path = v.path) AND EXISTS "
+                "(SELECT 1 FROM versions x WHERE x.path = v.path AND x.blob IS NOT NULL) ORDER BY v.path").fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def content(self, blob: int) -> bytes:
+        pieces = []
+        with self.lock:
+            current: int | None = blob
+            while current is not None:
+                row = self.conn.execute("SELECT base, data FROM blobs WHERE id = ?", (current,)).fetchone()
+                if row is None:
+                    raise HistoryError(f"version content {current} is missing from {self.path}")
+                pieces.append(zlib.decompress(row[1]))
+                current = row[0]
+        return b"".join(reversed(pieces))
+
+    def size_bytes(self) -> int:
+        """What the kept content takes (compressed), without SQLite's own overhead."""
+        with self.lock:
+            return int(self.conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
+
+    def file_bytes(self) -> int:
+        total = 0
+        for suffix in ("", "-wal"):
+            try:
+                total += os.stat(str(self.path) + suffix).st_size
+            except OSError:
+                pass
+        return total
+
+    def counts(self) -> tuple[int, int]:
+        """(versions, files with versions)."""
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT COUNT(*), COUNT(DISTINCT path) FROM versions WHERE blob IS NOT NULL").fetchone()
+        return int(row[0]), int(row[1])
+
+    # -- writing -------------------------------------------------------------------------------
+
+    def add(self, path: str, data: bytes, time_ns: int, who: Provenance,
+            fingerprint: str | None = None) -> Version | None:
+        """Record ``data`` as the newest version of ``path``; None if that is what it holds
+        already.  ``fingerprint`` is what the file looked like when ``data`` was read."""
+        digest = hashlib.sha256(data).hexdigest()
+        with self.transaction():
+            latest = self._latest_row(path)
+            if latest is not None and latest[0] is not None:
+                same = self.conn.execute("SELECT sha256 FROM blobs WHERE id = ?", (latest[0],)).fetchone()
+                if same and same[0] == digest:
+                    if fingerprint is not None:
+                        self.conn.execute("INSERT OR REPLACE INTO seen(path, fingerprint) VALUES (?, ?)",
+                                          (path, fingerprint))
+                    return None
+            blob = self._blob(path, data, digest)
+            # Names sort in the order the versions were made, even if a clock stepped back.
+            if latest is not None:
+                time_ns = max(time_ns, latest[1])
+            taken = {r[0] for r in self.conn.execute(
+                "SELECT name FROM versions WHERE path = ? AND name LIKE ?",
+                (path, time.strftime(NAME_TIME, time.gmtime(time_ns // 1_000_000_000)) + "%"))}
+            name = version_name(path, time_ns, taken)
+            self.conn.execute(
+                "INSERT INTO versions(path, name, time_ns, blob, uid, pid, process, via) VALUES (?,?,?,?,?,?,?,?)",
+                (path, name, time_ns, blob, who.uid, who.pid, who.process, who.via))
+            version_id = self.conn.last_insert_rowid()
+            if fingerprint is not None:
+                self.conn.execute("INSERT OR REPLACE INTO seen(path, fingerprint) VALUES (?, ?)", (path, fingerprint))
+            else:
+                self.conn.execute("DELETE FROM seen WHERE path = ?", (path,))
+            found = self.version(path, name)
+        assert found is not None and found.id == version_id
+        return found
+
+    def _blob(self, path: str, data: bytes, digest: str) -> int:
+        row = self.conn.execute("SELECT id FROM blobs WHERE sha256 = ?", (digest,)).fetchone()
+        if row:
+            return int(row[0])
+        # The newest version of this path that is content (a deleted file's last one counts: a
+        # log deleted and recreated with more lines still starts with it).
+        base = self.conn.execute(
+            "SELECT b.id, b.size, b.sha256, b.chain FROM versions v JOIN blobs b ON b.id = v.blob "
+            "WHERE v.path = ? ORDER BY v.id DESC LIMIT 1", (path,)).fetchone()
+        if (base is not None and 0 < base[1] < len(data) and base[3] < MAX_CHAIN
+                and hashlib.sha256(memoryview(data)[: base[1]]).hexdigest() == base[2]):
+            self.conn.execute("INSERT INTO blobs(sha256, size, base, chain, data) VALUES (?,?,?,?,?)",
+                              (digest, len(data), base[0], base[3] + 1, zlib.compress(memoryview(data)[base[1]:])))
+        else:
+            self.conn.execute("INSERT INTO blobs(sha256, size, base, chain, data) VALUES (?,?,NULL,1,?)",
+                              (digest, len(data), zlib.compress(data)))
+        return int(self.conn.last_insert_rowid())
+
+    def deleted(self, path: str, time_ns: int, who: Provenance) -> bool:
+        """Record that ``path`` is gone (its versions stay); False if it had none or is gone already."""
+        with self.transaction():
+            latest = self._latest_row(path)
+            if latest is None or latest[0] is None:
+                return False
+            self.conn.execute(
+                "INSERT INTO versions(path, name, time_ns, blob, uid, pid, process, via) VALUES (?,NULL,?,NULL,?,?,?,?)",
+                (path, max(time_ns, latest[1]), who.uid, who.pid, who.process, who.via))
+            self.conn.execute("DELETE FROM seen WHERE path = ?", (path,))
+        return True
+
+    # -- pruning -------------------------------------------------------------------------------
+
+    def prune(self, older_than_ns: int, max_bytes: int) -> int:
+        """Drop versions made before ``older_than_ns``, then the oldest ones while the content
+        takes more than ``max_bytes``; never the newest version of a path.  Returns how many
+        versions went."""
+        removed = 0
+        with self.transaction():
+            removed += self._drop("v.time_ns < ?", (older_than_ns,))
+            self._collect()
+        while self.size_bytes() > max_bytes:
+            with self.transaction():
+                prunable = self.conn.execute(
+                    "SELECT COUNT(*) FROM versions v WHERE v.blob IS NOT NULL AND v.id < "
+                    "(SELECT MAX(id) FROM versions w WHERE w.path = v.path AND w.blob IS NOT NULL)").fetchone()[0]
+                if not prunable:
+                    break
+                # The oldest tenth at a time: each round rewrites what the survivors stood on.
+                cutoff = self.conn.execute(
+                    "SELECT id FROM versions v WHERE v.blob IS NOT NULL AND v.id < (SELECT MAX(id) FROM versions w "
+                    "WHERE w.path = v.path AND w.blob IS NOT NULL) ORDER BY v.time_ns, v.id LIMIT 1 OFFSET ?",
+                    (max(0, prunable // 10),)).fetchone()[0]
+                removed += self._drop("v.id <= ?", (cutoff,))
+                self._collect()
+        return removed
+
+    def _drop(self, condition: str, args: tuple) -> int:
+        """Delete the versions matching ``condition`` except each path's newest content, and
+        deletion records older than what is kept of their path."""
+        keep = ("v.id = (SELECT MAX(id) FROM versions w WHERE w.path = v.path AND w.blob IS NOT NULL) "
+                "OR (v.blob IS NULL AND v.id > (SELECT COALESCE(MAX(id), 0) FROM versions w WHERE "
+                "w.path = v.path AND w.blob IS NOT NULL))")
+        ids = [r[0] for r in self.conn.execute(f"SELECT v.id FROM versions v WHERE ({condition}) AND NOT ({keep})", args)]
+        for chunk in range(0, len(ids), 500):
+            part = ids[chunk : chunk + 500]
+            self.conn.execute(f"DELETE FROM versions WHERE id IN ({','.join('?' * len(part))})", part)
+        return len(ids)
+
+    def _collect(self) -> None:
+        """Delete content no version uses; content still in use that stood on deleted content
+        is stored whole first."""
+        live = {r[0] for r in self.conn.execute("SELECT DISTINCT blob FROM versions WHERE blob IS NOT NULL")}
+        needed = set(live)
+        # Content in use needs its whole chain unless it is rewritten whole; rewrite those whose
+        # base is not itself in use, so everything else can go.
+        orphans_below = [r[0] for r in self.conn.execute("SELECT id, base FROM blobs WHERE base IS NOT NULL")
+                         if r[0] in live and r[1] not in live]
+        for blob in orphans_below:
+            whole = self._content_unlocked(blob)
+            self.conn.execute("UPDATE blobs SET base = NULL, chain = 1, data = ? WHERE id = ?",
+                              (zlib.compress(whole), blob))
+        self._renumber_chains()
+        doomed = [r[0] for r in self.conn.execute("SELECT id FROM blobs") if r[0] not in needed]
+        for chunk in range(0, len(doomed), 500):
+            part = doomed[chunk : chunk + 500]
+            self.conn.execute(f"DELETE FROM blobs WHERE id IN ({','.join('?' * len(part))})", part)
+
+    def _content_unlocked(self, blob: int) -> bytes:
+        return self.content(blob)  # the lock is re-entrant
+
+    def _renumber_chains(self) -> None:
+        rows = self.conn.execute("SELECT id, base FROM blobs ORDER BY id").fetchall()
+        chain: dict[int, int] = {}
+        for blob, base in rows:  # a base is always older than what stands on it
+            chain[blob] = 1 if base is None else chain.get(base, 0) + 1
+        self.conn.executemany("UPDATE blobs SET chain = ? WHERE id = ? AND chain != ?",
+                              [(n, b, n) for b, n in chain.items()])

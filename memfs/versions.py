@@ -1,0 +1,105 @@
+"""The history of the memory files as one reader sees it: the privacy of its mode applied to
+every listing, version, diff and restore.  ``Memory.versions(mode)`` hands one out; the CLI,
+the MCP server and the mount's ``history/`` folder all read through it, so a path a mode may not
+see has no history for it either (the same "no history" as a path that never had one).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from memfs.history.keeper import History, NoSuchVersion
+from memfs.history.provenance import Provenance
+from memfs.history.store import HistoryError, Version
+from memfs.privacy import Privacy
+
+log = logging.getLogger(__name__)
+
+
+class VersionsError(ValueError):
+    """A history request that cannot be answered, with the message to show."""
+
+
+@dataclasses.dataclass
+class Versions:
+    history: History | None
+    privacy: Privacy
+    may_write: Callable[[str], bool]
+    reindex: Callable[[str, Provenance], object]
+
+    def _history(self) -> History:
+        if self.history is None:
+            raise VersionsError("history is off (history.enabled = false)")
+        return self.history
+
+    def visible(self, rel: str) -> bool:
+        return not self.privacy.hides(rel)
+
+    def paths(self) -> list[str]:
+        """Every path with versions this reader may see (deleted files included)."""
+        if self.history is None:
+            return []
+        return self.history.paths(self.visible)
+
+    def list(self, rel: str) -> list[Version]:
+        """The versions of ``rel``, oldest first; VersionsError when it has none to show."""
+        history = self._history()
+        found = history.versions(rel) if self.visible(rel) else []
+        if not found:
+            raise VersionsError(f"{rel}: no history (not a memory file, or never changed while memfs ran)")
+        return found
+
+    def get(self, rel: str, name: str) -> Version:
+        versions = self.list(rel)
+        for version in versions:
+            if version.name == name:
+                return version
+        raise VersionsError(f"{rel} has no version {name!r}; `memfs history {rel}` lists them "
+                            f"(newest: {versions[-1].name})")
+
+    def content(self, version: Version) -> bytes:
+        try:
+            return self._history().content(version)
+        except HistoryError as exc:
+            raise VersionsError(str(exc)) from None
+
+    def previous(self, version: Version) -> Version | None:
+        earlier = [v for v in self.list(version.path) if v.id < version.id]
+        return earlier[-1] if earlier else None
+
+    def diff(self, rel: str, older: str | None, newer: str | None) -> str:
+        """From version ``older`` (default: the one before ``newer``) to version ``newer``
+        (default: the file as it is now)."""
+        history = self._history()
+        new = self.get(rel, newer) if newer else None
+        if older:
+            old: Version | None = self.get(rel, older)
+        elif new is not None:
+            old = self.previous(new)
+        else:
+            old = self.list(rel)[-1]
+        return history.diff(rel, old, new)
+
+    def deleted(self) -> list[tuple[str, int]]:
+        if self.history is None:
+            return []
+        return [(p, t) for p, t in self.history.store.deleted_paths() if self.visible(p)]
+
+    def deleted_at(self, rel: str) -> int | None:
+        if self.history is None or not self.visible(rel):
+            return None
+        return self.history.store.deleted_at(rel)
+
+    def restore(self, rel: str, name: str, who: Provenance) -> Version | None:
+        """Put version ``name`` back as ``rel`` and index it; None when the file holds it already."""
+        version = self.get(rel, name)
+        if not self.may_write(rel):
+            raise VersionsError(f"{self.privacy.mode} mode may not change {rel} (privacy.shared_writable)")
+        try:
+            restored = self._history().restore(rel, version, who)
+        except (HistoryError, NoSuchVersion, OSError) as exc:
+            raise VersionsError(f"could not restore {rel}: {exc}") from None
+        self.reindex(rel, who)
+        return restored

@@ -1,0 +1,172 @@
+"""The version store and the history as Memory keeps it: appends stored as their new bytes,
+rewrites whole, names unique and ordered, retention that never loses the newest version nor
+breaks the chains the survivors stand on, deletions, privacy, restore."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+from memfs.history.provenance import BESIDE, CLI, Provenance
+from memfs.history.store import MAX_CHAIN, HistoryStore, version_name
+from memfs.memory import VersionsError
+
+WHO = Provenance(CLI, 1000, 42, "pytest")
+NS = 1_000_000_000
+
+
+def test_an_append_is_stored_as_its_new_bytes_and_every_version_reads_back_exactly(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    text = b""
+    kept = []
+    for i in range(300):
+        text += f"- {i:04d} the ferry to Hydra leaves at {i % 24:02d}:15, pack the blue bag {os.urandom(8).hex()}\n".encode()
+        version = store.add("memory/2026-11-22.md", text, (1_800_000_000 + i) * NS, WHO)
+        assert version is not None and version.size == len(text)
+        kept.append((version, text))
+    for version, content in kept[::37] + kept[-1:]:
+        assert store.content(version.blob) == content
+        assert version.sha256 == hashlib.sha256(content).hexdigest()
+    # 300 versions of a growing log take less than twice the log itself (whole copies would take 150x).
+    assert store.size_bytes() < 2 * len(text)
+    assert len(store.versions("memory/2026-11-22.md")) == 300
+
+
+def test_unchanged_content_is_not_a_new_version_and_a_rewrite_is_kept_whole(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    first = store.add("MEMORY.md", b"# Memory\n- a\n", 1_800_000_000 * NS, WHO)
+    assert first is not None
+    assert store.add("MEMORY.md", b"# Memory\n- a\n", 1_800_000_001 * NS, WHO) is None
+    rewritten = store.add("MEMORY.md", b"# Memory\n- b (summarised)\n", 1_800_000_002 * NS, WHO)
+    assert rewritten is not None and store.content(rewritten.blob) == b"# Memory\n- b (summarised)\n"
+    back = store.add("MEMORY.md", b"# Memory\n- a\n", 1_800_000_003 * NS, WHO)  # the same bytes again: one blob
+    assert back is not None and back.blob == first.blob and store.content(back.blob) == b"# Memory\n- a\n"
+    empty = store.add("MEMORY.md", b"", 1_800_000_004 * NS, WHO)  # truncated to nothing is a version too
+    assert empty is not None and empty.size == 0 and store.content(empty.blob) == b""
+
+
+def test_version_names_are_unique_within_a_second_and_sort_in_order(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    moment = 1_795_000_000 * NS + 123
+    names = [store.add("memory/notes.jsonl", f"{i}\n".encode(), moment, WHO).name for i in range(12)]  # type: ignore[union-attr]
+    assert names[0] == time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime(1_795_000_000)) + ".jsonl"
+    assert len(set(names)) == 12 and names[1].endswith("_2.jsonl")
+    assert [v.name for v in store.versions("memory/notes.jsonl")] == names
+    # A clock that steps back does not reorder them.
+    late = store.add("memory/notes.jsonl", b"late\n", moment - 3600 * NS, WHO)
+    assert late is not None and late.time_ns >= moment
+    assert version_name("README", moment, set()).endswith("Z")
+
+
+def test_retention_drops_old_and_oldest_versions_but_never_a_files_newest(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    day = 86_400 * NS
+    now = 1_800_000_000 * NS
+    log = b""
+    for i in range(50):  # an append chain over 50 days
+        log += f"- day {i}: {os.urandom(200).hex()}\n".encode()
+        store.add("memory/log.md", log, now - (50 - i) * day, WHO)
+    store.add("MEMORY.md", b"old curated text\n", now - 100 * day, WHO)  # a file's only version, very old
+    removed = store.prune(now - 20 * day, 1 << 40)
+    assert removed == 30
+    assert store.versions("MEMORY.md")[0].size == len(b"old curated text\n")  # the newest is never pruned
+    survivors = store.versions("memory/log.md")
+    assert len(survivors) == 20
+    for version in survivors:  # the chain they stood on was cut: each still reads back whole
+        content = store.content(version.blob)
+        assert hashlib.sha256(content).hexdigest() == version.sha256
+    assert store.content(survivors[-1].blob) == log
+    # Now by size: the oldest go first until the store fits; the newest of each file stays.
+    store.prune(0, 30_000)
+    assert store.size_bytes() <= 30_000 or len(store.versions("memory/log.md")) == 1
+    assert store.content(store.versions("memory/log.md")[-1].blob) == log
+    assert store.versions("MEMORY.md")
+
+
+def test_long_append_chains_are_cut_so_reading_stays_bounded(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    text = b""
+    for i in range(MAX_CHAIN + 5):
+        text += b"x\n"
+        store.add("memory/a.md", text, (1_800_000_000 + i) * NS, WHO)
+    chains = [r[0] for r in store.conn.execute("SELECT chain FROM blobs ORDER BY id")]
+    assert max(chains) <= MAX_CHAIN and chains[-1] < 10
+    assert store.content(store.versions("memory/a.md")[-1].blob) == text
+
+
+def test_memory_keeps_versions_of_changes_deletions_and_restores(workspace: Path, make_memory) -> None:
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    original = (workspace / "MEMORY.md").read_bytes()
+    write(workspace / "MEMORY.md", "# Memory\n- summarised away\n")
+    memory.before_change("MEMORY.md")  # changed beside: kept before anything else happens
+    versions = memory.versions()
+    listed = versions.list("MEMORY.md")
+    assert [versions.content(v) for v in listed] == [original, b"# Memory\n- summarised away\n"]
+    assert listed[0].via == "watcher" and listed[0].pid is None
+    restored = versions.restore("MEMORY.md", listed[0].name, Provenance.this_process(CLI))
+    assert restored is not None and restored.via == "cli" and restored.pid == os.getpid()
+    assert (workspace / "MEMORY.md").read_bytes() == original
+    assert versions.restore("MEMORY.md", listed[0].name, WHO) is None  # holds it already
+    assert memory.search("summarised away", min_score=0).results == [] or all(
+        "summarised" not in r.snippet for r in memory.search("summarised away", min_score=0).results)
+    # Deleted: the history stays, and says when.
+    (workspace / "MEMORY.md").unlink()
+    memory.path_removed("MEMORY.md", WHO)
+    assert [p for p, _ in versions.deleted()] == ["MEMORY.md"]
+    assert versions.content(versions.list("MEMORY.md")[-1]) == original
+    with pytest.raises(VersionsError, match="no version"):
+        versions.get("MEMORY.md", "2020-01-01T00-00-00Z.md")
+
+
+def test_a_shared_reader_sees_no_history_of_private_files(workspace: Path, make_memory) -> None:
+    memory = make_memory(workspace, embedding__provider="none")
+    write(workspace / "memory" / "2026-11-22.md", "- public note\n")
+    memory.index()
+    memory.file_changed("MEMORY.md", WHO)
+    shared = memory.versions("shared")
+    assert "MEMORY.md" not in shared.paths() and "memory/2026-11-22.md" in shared.paths()
+    with pytest.raises(VersionsError) as private:
+        shared.list("MEMORY.md")
+    with pytest.raises(VersionsError) as missing:
+        shared.list("memory/never.md")
+    assert str(private.value).replace("MEMORY.md", "X") == str(missing.value).replace("memory/never.md", "X")
+    with pytest.raises(VersionsError, match="no history"):
+        shared.restore("MEMORY.md", memory.versions().list("MEMORY.md")[0].name, WHO)
+    public = shared.list("memory/2026-11-22.md")[0].name
+    assert shared.restore("memory/2026-11-22.md", public, WHO) is None  # it holds that already
+    assert "history_versions" not in memory.status(mode="shared")
+    assert memory.status()["history_versions"] >= 2
+
+
+def test_a_history_made_for_another_workspace_is_set_aside(tmp_path: Path, make_memory) -> None:
+    from memfs.history.keeper import History
+
+    class Settings:
+        keep_days, max_mb = 90.0, 512.0
+
+    class Cfg:
+        workspace = tmp_path
+        history = Settings()
+
+        class index:
+            extra_paths: list[str] = []
+
+    path = tmp_path / "h.sqlite"
+    mine = json.dumps({"path": "/a", "dev": 1, "ino": 2})
+    first = History(Cfg(), path, mine)  # type: ignore[arg-type]
+    first.store.add("MEMORY.md", b"secret of workspace a\n", 1_800_000_000 * NS, BESIDE)
+    first.close()
+    other = History(Cfg(), path, json.dumps({"path": "/b", "dev": 1, "ino": 3}))  # type: ignore[arg-type]
+    assert other.store.paths() == []
+    assert list(tmp_path.glob("h.sqlite.other-workspace-*"))
+    other.close()
+    moved = History(Cfg(), path, json.dumps({"path": "/c", "dev": 1, "ino": 3}))  # type: ignore[arg-type]
+    assert moved.store.get_meta("workspace") is not None  # the same folder moved: kept
+    moved.close()

@@ -1,0 +1,192 @@
+"""history/ on a real mount: what vim, sed -i, an atomic replace, `>` and rm leave behind is
+readable byte for byte, with the program that did it; restore; read-only; private on a shared
+mount; nothing acknowledged is lost to kill -9."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mounts import is_mounted, memfs_cli
+
+pytestmark = pytest.mark.fuse
+
+SECRET = "the safe combination is PELICAN-42"
+
+
+def versions_on(mnt: Path, rel: str) -> dict[str, bytes]:
+    folder = mnt / "history" / rel
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def history_json(m, rel: str, *extra: str) -> dict:
+    out = memfs_cli("history", rel, "--json", "-w", str(m.workspace), *extra, env={"MEMFS_STATE_DIR": str(m.state)})
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def test_every_program_s_rewrite_leaves_the_earlier_content_readable(mounted) -> None:
+    mnt, ws = mounted.mnt, mounted.workspace
+    memory_md = mnt / "MEMORY.md"
+    contents = [memory_md.read_bytes()]
+    env = {**os.environ, "HOME": str(mounted.state)}
+    # vim, in Ex mode (no terminal): its default save renames the file aside and writes a new one.
+    subprocess.run(["vim", "-u", "NONE", "-N", "-es", "-c", "set swapfile backup writebackup backupcopy=no",
+                    "-c", "%s/# Long-term Memory/# Memory (edited in vim)/", "-c", "wq", str(memory_md)],
+                   check=True, env=env, timeout=30)
+    contents.append(memory_md.read_bytes())
+    subprocess.run(["sed", "-i", "s/edited in vim/edited by sed/", str(memory_md)], check=True, timeout=30)
+    contents.append(memory_md.read_bytes())
+    atomic = ("import os, sys, tempfile; p = sys.argv[1]; fd, t = tempfile.mkstemp(dir=os.path.dirname(p)); "
+              "os.write(fd, b'# Memory\\n- replaced whole by python\\n'); os.fsync(fd); os.close(fd); os.replace(t, p)")
+    subprocess.run([sys.executable, "-c", atomic, str(memory_md)], check=True, timeout=30)
+    contents.append(memory_md.read_bytes())
+    subprocess.run(["sh", "-c", f"echo '- truncated by the shell' > '{memory_md}'"], check=True, timeout=30)
+    contents.append(memory_md.read_bytes())
+    assert len(set(contents)) == 5 and contents[-1] == b"- truncated by the shell\n"
+    subprocess.run(["rm", str(memory_md)], check=True, timeout=30)
+    assert not (ws / "MEMORY.md").exists()
+
+    kept = versions_on(mnt, "MEMORY.md")
+    assert list(kept.values()) == contents  # every content, byte for byte, oldest first
+    for name, data in kept.items():
+        assert (mnt / "history" / "MEMORY.md" / name).stat().st_size == len(data)  # ls -l agrees with cat
+    listed = history_json(mounted, "MEMORY.md")
+    assert [v["version"] for v in listed["versions"]] == list(kept)
+    assert listed["deleted"] is not None
+    processes = [v["process"] for v in listed["versions"]]
+    assert processes[1] == "vim" and processes[2] == "sed" and processes[3].startswith("python")
+    assert processes[4] == "sh" and all(v["via"] == "mount" for v in listed["versions"][1:])
+    assert all(v["uid"] == os.getuid() and v["pid"] for v in listed["versions"][1:])
+    deleted = memfs_cli("history", "--deleted", "-w", str(ws), env={"MEMFS_STATE_DIR": str(mounted.state)})
+    assert deleted.returncode == 0 and deleted.stdout.startswith("MEMORY.md\tdeleted ")
+    diff = (mnt / "history" / "MEMORY.md" / "diff" / f"{listed['versions'][2]['version']}.diff").read_text()
+    assert "-# Memory (edited in vim)" in diff and "+# Memory (edited by sed)" in diff
+
+    # Restore the vim version through the mount's daemon: the file is back, searchable, and the
+    # restore is itself a version.
+    vim_version = listed["versions"][1]["version"]
+    out = memfs_cli("restore", "MEMORY.md", vim_version, "-w", str(ws), env={"MEMFS_STATE_DIR": str(mounted.state)})
+    assert out.returncode == 0, out.stderr
+    assert wait_for(lambda: (mnt / "MEMORY.md").exists() and (mnt / "MEMORY.md").read_bytes() == contents[1])
+    after = history_json(mounted, "MEMORY.md")
+    assert after["deleted"] is None and after["versions"][-1]["via"] == "cli"
+    assert after["versions"][-1]["sha256"] == listed["versions"][1]["sha256"]
+    hits = mounted.search_json("edited in vim")["results"]
+    assert any(r["path"] == "MEMORY.md" for r in hits)
+
+
+def test_history_is_read_only_hidden_from_the_root_and_answers_missing_names(mounted) -> None:
+    mnt = mounted.mnt
+    (mnt / "memory" / "2026-11-22.md").write_text("- one\n")
+    with open(mnt / "memory" / "2026-11-22.md", "a") as log:
+        log.write("- two\n")
+    assert "history" not in os.listdir(mnt)
+    folder = mnt / "history" / "memory" / "2026-11-22.md"
+    assert sorted(os.listdir(mnt / "history" / "memory")) == ["2026-11-22.md"]
+    names = sorted(p for p in os.listdir(folder) if p != "diff")
+    assert [(folder / n).read_text() for n in names] == ["- one\n", "- one\n- two\n"]
+    version = folder / names[0]
+    for attempt in (lambda: version.write_text("x"), lambda: os.unlink(version), lambda: (folder / "new").touch(),
+                    lambda: os.mkdir(folder / "d"), lambda: os.rename(version, folder / "other.md"),
+                    lambda: os.chmod(version, 0o644), lambda: os.truncate(version, 0)):
+        with pytest.raises(OSError) as refused:
+            attempt()
+        assert refused.value.errno == errno.EROFS
+    for missing in (mnt / "history" / "nothere.md", folder / "2020-01-01T00-00-00Z.md", folder / "diff" / "x.diff"):
+        with pytest.raises(FileNotFoundError):
+            missing.stat()
+    assert (folder / "diff" / f"{names[1]}.diff").read_text().endswith("+- two\n")
+
+
+def test_a_shared_mount_has_no_history_of_private_files(workspace: Path, tmp_path: Path, mount_factory) -> None:
+    (workspace / "MEMORY.md").write_text(f"# Memory\n- {SECRET}\n")
+    main = mount_factory(workspace)
+    shared = mount_factory(workspace, "main", "--mode", "shared", mnt=tmp_path / "shared")
+    (main.mnt / "MEMORY.md").write_text("# Memory\n- rewritten\n")
+    (main.mnt / "memory" / "2026-11-22.md").write_text("- public note\n")
+    assert SECRET.encode() in b"".join(versions_on(main.mnt, "MEMORY.md").values())
+    assert wait_for(lambda: (shared.mnt / "history" / "memory" / "2026-11-22.md").exists())
+    assert "MEMORY.md" not in os.listdir(shared.mnt / "history")
+    with pytest.raises(FileNotFoundError):
+        os.stat(shared.mnt / "history" / "MEMORY.md")
+    grep = subprocess.run(["grep", "-r", "PELICAN", str(shared.mnt / "history")], capture_output=True, text=True)
+    assert grep.returncode == 1 and SECRET not in grep.stdout
+    env = {"MEMFS_STATE_DIR": str(shared.state)}
+    for args in (["history", "MEMORY.md"], ["history", "MEMORY.md", "--json"], ["history", "--deleted", "--json"]):
+        out = memfs_cli("--mode", "shared", *args, "-w", str(workspace), env=env)
+        assert "PELICAN" not in out.stdout + out.stderr and "MEMORY.md" not in out.stdout, args
+    status = memfs_cli("--mode", "shared", "status", "--json", "-w", str(workspace), env=env)
+    assert "history" not in status.stdout
+
+
+def test_changes_beside_the_mount_are_kept_by_the_watcher(mounted) -> None:
+    ws = mounted.workspace
+    before = (ws / "MEMORY.md").read_bytes()
+    (ws / "MEMORY.md").write_text("# Memory\n- edited beside the mount\n")
+    assert wait_for(lambda: len(versions_on(mounted.mnt, "MEMORY.md")) == 2)
+    kept = list(versions_on(mounted.mnt, "MEMORY.md").values())
+    assert kept == [before, b"# Memory\n- edited beside the mount\n"]
+    assert history_json(mounted, "MEMORY.md")["versions"][-1]["via"] == "watcher"
+
+
+REWRITER = r"""
+import os, sys
+path, start = sys.argv[1], int(sys.argv[2])
+for i in range(start, start + 100000):
+    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, (f"# Memory\n- rewrite {i:06d}\n" + "- filler line to make it longer\n" * (i % 7)).encode())
+    os.fsync(fd)
+    os.close(fd)
+    print(i, flush=True)
+"""
+
+
+def rewrite_content(i: int) -> bytes:
+    return (f"# Memory\n- rewrite {i:06d}\n" + "- filler line to make it longer\n" * (i % 7)).encode()
+
+
+def test_kill_9_loses_neither_the_old_nor_an_acknowledged_new_version(workspace: Path, mount_factory) -> None:
+    original = (workspace / "MEMORY.md").read_bytes()
+    acked: list[int] = []
+    m = None
+    for round_ in range(3):
+        m = mount_factory(workspace, mnt=m.mnt if m else None)
+        writer = subprocess.Popen([sys.executable, "-c", REWRITER, str(m.mnt / "MEMORY.md"), str(round_ * 100000)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        target = 40 + 25 * round_  # a different moment in each round
+        seen = 0
+        while seen < target:
+            line = writer.stdout.readline()
+            if not line:
+                break
+            acked.append(int(line))
+            seen += 1
+        os.kill(m.pid, signal.SIGKILL)
+        for line in writer.stdout:  # fsynced before the kill, reported after
+            acked.append(int(line))
+        writer.wait(timeout=30)
+        memfs_cli("umount", str(m.mnt), env={"MEMFS_STATE_DIR": str(m.state)})
+        assert not is_mounted(m.mnt)
+    final = mount_factory(workspace, mnt=m.mnt)  # reconciliation keeps what the last kill left in the file
+    kept = set(versions_on(final.mnt, "MEMORY.md").values())
+    assert original in kept
+    missing = [i for i in acked if rewrite_content(i) not in kept]
+    assert not missing, f"{len(missing)} acknowledged rewrites lost, first {missing[:5]}"
+    assert (workspace / "MEMORY.md").read_bytes() in kept

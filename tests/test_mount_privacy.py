@@ -275,11 +275,40 @@ def test_files_that_become_private_after_they_were_looked_up(both) -> None:
     fd = os.open(sh / "memory" / "pre.md", os.O_RDONLY)
     try:
         os.rename(mnt / "memory" / "pre.md", mnt / "MEMORY.md")  # an atomic save of MEMORY.md
+        for pause in (0, 1.2):  # before and after the kernel's attributes expire (it asks again)
+            time.sleep(pause)
+            with pytest.raises(PermissionError):
+                os.read(fd, 100)
+    finally:
+        os.close(fd)
+    assert (ws / "MEMORY.md").read_text().startswith(SECRET_TEXT)
+
+
+def test_an_open_file_moved_behind_the_mounts_back(workspace: Path, mount_factory) -> None:
+    """With no watcher to tell it, a mount learns of a rename only when the kernel asks for an
+    open file's attributes again: the file must still answer through its handle (POSIX), and a
+    shared mount must refuse one that has become MEMORY.md rather than say it vanished."""
+    write(workspace / "MEMORY.md", f"# Memory\n\n- {SECRET}\n")
+    write(workspace / ".memfs.toml", PRIVACY_TOML)
+    off = ("--set", "mount.watch=false", "--set", "mount.attr_timeout_s=0")  # the kernel always asks
+    main = mount_factory(workspace, "main", *off)
+    shared = mount_factory(workspace, "main", "--mode", "shared", *off, mnt=workspace.parent / "shared-mnt")
+    (workspace / "memory" / "open.md").write_text("- still readable once moved\n")
+    (workspace / "memory" / "pre.md").write_text(SECRET_TEXT + " (a new version about to be saved)\n")
+    kept = os.open(main.mnt / "memory" / "open.md", os.O_RDONLY)
+    fd = os.open(shared.mnt / "memory" / "pre.md", os.O_RDONLY)
+    try:
+        os.rename(workspace / "memory" / "open.md", workspace / "memory" / "moved.md")
+        os.rename(workspace / "memory" / "pre.md", workspace / "MEMORY.md")
+        assert os.fstat(kept).st_size == len("- still readable once moved\n")
+        assert os.read(kept, 100) == b"- still readable once moved\n"
+        with pytest.raises(PermissionError):
+            os.fstat(fd)
         with pytest.raises(PermissionError):
             os.read(fd, 100)
     finally:
         os.close(fd)
-    assert (ws / "MEMORY.md").read_text().startswith(SECRET_TEXT)
+        os.close(kept)
 
 
 def test_more_names_tools_give_a_private_files_new_text(both) -> None:

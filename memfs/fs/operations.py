@@ -21,7 +21,7 @@ from pyfuse3 import FUSEError
 
 from memfs.fs import syncfiles
 from memfs.fs.inodes import ROOT
-from memfs.fs.passthrough import DirHandle, Passthrough
+from memfs.fs.passthrough import DirHandle, Handle, Passthrough
 from memfs.fs.virtual import VirtualError, VirtualTree, VNode
 from memfs.fs.visibility import MountView
 from memfs.memory import SyncError
@@ -275,12 +275,15 @@ class MemfsOperations(Passthrough):
         if data is not None:
             return data[off : off + size]
         if self.view.shared:
-            # A file opened under a public name may have been renamed onto MEMORY.md since.
             handle = self.handles[fh]
-            if self.view.opened_private(handle.fd, os.fstat(handle.fd)):
-                log.warning("refused on a shared mount: reading %s, which has become private", handle.path)
-                raise FUSEError(errno.EACCES)
+            self.check_open_file(handle, os.fstat(handle.fd))
         return await super().read(fh, off, size)
+
+    def check_open_file(self, handle: Handle, st: os.stat_result) -> None:
+        # A file opened under a public name may have been renamed onto MEMORY.md since.
+        if self.view.opened_private(handle.fd, st):
+            log.warning("refused on a shared mount: %s has become private since it was opened", handle.path)
+            raise FUSEError(errno.EACCES)
 
     async def _settled_here(self, fh: int) -> bool:
         """Flush/fsync of a virtual or sync handle (done here); False: pass it through."""

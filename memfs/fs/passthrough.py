@@ -206,11 +206,20 @@ class Passthrough(pyfuse3.Operations):
             self.inodes.forget(inode, count)
 
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
-        handle = next((h for h in self.handles.values() if h.inode == inode), None) \
-            if not self.inodes.has_paths(inode) else None
-        if handle is not None:
-            return self.attrs(inode, os.fstat(handle.fd))  # unlinked but still open
-        return self.attrs(inode, os.lstat(self.full(self.inodes.path(inode))))
+        if self.inodes.has_paths(inode):
+            try:
+                return self.attrs(inode, os.lstat(self.full(self.inodes.path(inode))))
+            except FileNotFoundError:
+                pass  # renamed or removed behind this daemon's back; an open handle still knows it
+        handle = next((h for h in self.handles.values() if h.inode == inode), None)
+        if handle is None:
+            raise FUSEError(errno.ENOENT)
+        st = os.fstat(handle.fd)  # unlinked (or moved) but still open
+        self.check_open_file(handle, st)
+        return self.attrs(inode, st)
+
+    def check_open_file(self, handle: Handle, st: os.stat_result) -> None:
+        """Raise FUSEError if this mount may no longer answer for what ``handle`` has open."""
 
     async def setattr(self, inode: int, attr: pyfuse3.EntryAttributes, fields: pyfuse3.SetattrFields,
                       fh: int | None, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:

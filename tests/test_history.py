@@ -56,12 +56,17 @@ def test_version_names_are_unique_within_a_second_and_sort_in_order(tmp_path: Pa
     moment = 1_795_000_000 * NS + 123
     names = [store.add("memory/notes.jsonl", f"{i}\n".encode(), moment, WHO).name for i in range(12)]  # type: ignore[union-attr]
     assert names[0] == time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime(1_795_000_000)) + ".jsonl"
-    assert len(set(names)) == 12 and names[1].endswith("_2.jsonl")
+    assert len(set(names)) == 12 and names[1].endswith("_000002.jsonl") and sorted(names) == names
     assert [v.name for v in store.versions("memory/notes.jsonl")] == names
     # A clock that steps back does not reorder them.
     late = store.add("memory/notes.jsonl", b"late\n", moment - 3600 * NS, WHO)
     assert late is not None and late.time_ns >= moment
-    assert version_name("README", moment, set()).endswith("Z")
+    assert version_name("README", moment, None).endswith("Z")
+    assert version_name("a.md", moment, names[0].replace(".jsonl", ".md")).endswith("Z_000002.md")
+    # A name freed by pruning is not handed to other bytes: counting goes on from the newest.
+    store.prune(moment + 3600 * NS, 1 << 40)
+    assert [v.name for v in store.versions("memory/notes.jsonl")] == [late.name]
+    assert store.add("memory/notes.jsonl", b"after\n", moment, WHO).name > late.name  # type: ignore[union-attr]
 
 
 def test_retention_drops_old_and_oldest_versions_but_never_a_files_newest(tmp_path: Path) -> None:

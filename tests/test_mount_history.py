@@ -4,6 +4,7 @@ mount; nothing acknowledged is lost to kill -9."""
 
 from __future__ import annotations
 
+import base64
 import errno
 import json
 import os
@@ -144,6 +145,29 @@ def test_changes_beside_the_mount_are_kept_by_the_watcher(mounted) -> None:
     kept = list(versions_on(mounted.mnt, "MEMORY.md").values())
     assert kept == [before, b"# Memory\n- edited beside the mount\n"]
     assert history_json(mounted, "MEMORY.md")["versions"][-1]["via"] == "watcher"
+
+
+def test_retention_prunes_oldest_first_while_mounted_and_at_mount_but_never_the_newest(
+        workspace: Path, mount_factory) -> None:
+    from mounts import unmount
+
+    m = mount_factory(workspace, "main", "--set", "history.max_mb=0.02")  # 20 KiB, about 10 of the rewrites
+    for i in range(80):  # more than a prune's interval (64 versions); stored compressed, so random text
+        (m.mnt / "MEMORY.md").write_bytes(f"# Memory\n- rewrite {i:03d}\n".encode() + base64.b64encode(os.urandom(1500)))
+    kept = versions_on(m.mnt, "MEMORY.md")
+    assert 5 <= len(kept) < 40, len(kept)
+    assert list(kept.values())[-1] == (m.mnt / "MEMORY.md").read_bytes()
+    assert list(kept.values())[0].startswith(b"# Memory\n- rewrite 0")  # the oldest went first
+    status = memfs_cli("status", "--json", "-w", str(workspace), env={"MEMFS_STATE_DIR": str(m.state)})
+    info = json.loads(status.stdout)
+    assert info["history_versions"] == len(kept)
+    assert info["history_bytes"] < 2 << 20  # the database and a write-ahead log cut back to 1 MiB
+    assert "history:" in memfs_cli("status", "-w", str(workspace), env={"MEMFS_STATE_DIR": str(m.state)}).stdout
+    (m.mnt / "memory" / "2026-11-22.md").write_text("- a log with one version\n")
+    unmount(m)
+    m = mount_factory(workspace, "main", "--set", "history.keep_days=0", mnt=m.mnt)
+    assert list(versions_on(m.mnt, "MEMORY.md").values()) == [(workspace / "MEMORY.md").read_bytes()]
+    assert list(versions_on(m.mnt, "memory/2026-11-22.md").values()) == [b"- a log with one version\n"]
 
 
 REWRITER = r"""

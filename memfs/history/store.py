@@ -95,16 +95,19 @@ class Version:
 _VERSION_COLUMNS = ("v.id, v.path, v.name, v.time_ns, b.size, b.sha256, v.blob, v.uid, v.pid, v.process, v.via")
 
 
-def version_name(path: str, time_ns: int, taken: set[str]) -> str:
-    """``2026-11-22T14-05-33Z.md``: the UTC second and the file's own extension; a second change
-    within the same second gets ``_2``, ``_3``... (sorting after the first)."""
+def version_name(path: str, time_ns: int, newest: str | None) -> str:
+    """``2026-11-22T14-05-33Z.md``: the UTC second and the file's own extension; a later change
+    within the same second gets ``_000002``, ``_000003``... after ``newest`` (the path's newest
+    name), zero-padded so that a plain sort of the names, as ``ls`` does, keeps the order the
+    versions were made in.  Counting on from the newest, not filling gaps, means a name freed by
+    pruning is never given to other bytes (the kernel may still cache it)."""
     stem = time.strftime(NAME_TIME, time.gmtime(time_ns // 1_000_000_000))
     ext = os.path.splitext(path.rpartition("/")[2])[1]
-    name, n = f"{stem}{ext}", 1
-    while name in taken:
-        n += 1
-        name = f"{stem}_{n}{ext}"
-    return name
+    if newest is None or not newest.startswith(stem):
+        return f"{stem}{ext}"
+    rest = newest[len(stem):len(newest) - len(ext)]
+    n = int(rest[1:]) if rest.startswith("_") and rest[1:].isdigit() else 1
+    return f"{stem}_{n + 1:06d}{ext}"
 
 
 class HistoryStore:
@@ -116,7 +119,13 @@ class HistoryStore:
         if fresh:
             os.chmod(path, 0o600)
         self.conn.setbusytimeout(10_000)
+        if fresh:  # pages freed by pruning go back to the file system (only settable before any table)
+            self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")
         self.conn.execute("PRAGMA journal_mode=WAL")
+        # A checkpoint every 256 pages and the log cut back to 1 MiB after it: on disk the history
+        # stays close to what it keeps (SQLite's default lets the log grow to 4 MiB and stay there).
+        self.conn.execute("PRAGMA wal_autocheckpoint=256")
+        self.conn.execute("PRAGMA journal_size_limit=1048576")
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=OFF")  # chains are kept whole by prune(), not by SQLite
         with self.transaction():
@@ -238,6 +247,7 @@ class HistoryStore:
             return int(self.conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
 
     def file_bytes(self) -> int:
+        """What the history takes on disk: the database and its write-ahead log."""
         total = 0
         for suffix in ("", "-wal"):
             try:
@@ -273,10 +283,9 @@ class HistoryStore:
             # Names sort in the order the versions were made, even if a clock stepped back.
             if latest is not None:
                 time_ns = max(time_ns, latest[1])
-            taken = {r[0] for r in self.conn.execute(
-                "SELECT name FROM versions WHERE path = ? AND name LIKE ?",
-                (path, time.strftime(NAME_TIME, time.gmtime(time_ns // 1_000_000_000)) + "%"))}
-            name = version_name(path, time_ns, taken)
+            newest = self.conn.execute("SELECT name FROM versions WHERE path = ? AND name IS NOT NULL "
+                                       "ORDER BY id DESC LIMIT 1", (path,)).fetchone()
+            name = version_name(path, time_ns, newest[0] if newest else None)
             self.conn.execute(
                 "INSERT INTO versions(path, name, time_ns, blob, uid, pid, process, via) VALUES (?,?,?,?,?,?,?,?)",
                 (path, name, time_ns, blob, who.uid, who.pid, who.process, who.via))
@@ -343,6 +352,10 @@ class HistoryStore:
                     (max(0, prunable // 10),)).fetchone()[0]
                 removed += self._drop("v.id <= ?", (cutoff,))
                 self._collect()
+        if removed:
+            with self.lock:
+                self.conn.execute("PRAGMA incremental_vacuum")
+                self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         return removed
 
     def _drop(self, condition: str, args: tuple) -> int:

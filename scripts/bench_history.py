@@ -79,6 +79,27 @@ def close_costs(mnt: Path, ops: int) -> dict[str, float]:
             "rewrite a 20 KB MEMORY.md": statistics.median(rewrite_s)}
 
 
+def timed_reads(path: Path, times: int = 30) -> tuple[float, float]:
+    """(median open+read in this process, median ``cat`` as a new process) of ``path``."""
+    reads, cats = [], []
+    for _ in range(times):
+        started = time.perf_counter()
+        path.read_bytes()
+        reads.append(time.perf_counter() - started)
+    for _ in range(max(5, times // 3)):
+        started = time.perf_counter()
+        subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
+        cats.append(time.perf_counter() - started)
+    return statistics.median(reads), statistics.median(cats)
+
+
+def memory_md_reads(mnt: Path) -> dict[str, tuple[float, float]]:
+    """A MEMORY.md version from the middle of the rewrites, against the live file."""
+    folder = mnt / "history" / "MEMORY.md"
+    names = sorted(p for p in os.listdir(folder) if p != "diff")
+    return {"version": timed_reads(folder / names[len(names) // 2]), "live": timed_reads(mnt / "MEMORY.md")}
+
+
 def git_objects_bytes(versions: list[bytes], root: Path) -> int:
     repo = root / "git"
     subprocess.run(["git", "init", "-q", "--bare", str(repo)], check=True)
@@ -165,6 +186,8 @@ def main() -> int:
             mount(ws, mnt, env, *extra)
             try:
                 costs[label] = close_costs(mnt, args.ops)
+                if label == "on":
+                    memory_md = memory_md_reads(mnt)
             finally:
                 umount(mnt, env)
         grown = storage(root, args.appends, env)
@@ -178,6 +201,10 @@ def main() -> int:
     for metric in costs["off"]:
         off, on = costs["off"][metric], costs["on"][metric]
         print(f"{metric:<30} {off * 1000:>10.2f}ms {on * 1000:>10.2f}ms {on / off:>6.2f}x")
+    version, live = memory_md["version"], memory_md["live"]
+    print(f"cat history/MEMORY.md/<version> (20 KB, stored whole): open+read {version[0] * 1000:.2f} ms vs the live "
+          f"file {live[0] * 1000:.2f} ms ({version[0] / live[0]:.1f}x); `cat` as a new process "
+          f"{version[1] * 1000:.1f} ms vs {live[1] * 1000:.1f} ms ({version[1] / live[1]:.2f}x)")
     log = grown["log"]
     print(f"{args.appends} appends of 2 KiB to one daily log ({log / 1e6:.2f} MB at the end, "
           f"{grown['kept']} versions kept):")

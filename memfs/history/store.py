@@ -110,6 +110,13 @@ def version_name(path: str, time_ns: int, newest: str | None) -> str:
     return f"{stem}_{n + 1:06d}{ext}"
 
 
+# A content and every base below it; the one with no base (stored whole) comes first.
+_CHAIN = """WITH RECURSIVE chain(id, base, data, depth) AS (
+    SELECT id, base, data, 0 FROM blobs WHERE id = ?
+    UNION ALL SELECT b.id, b.base, b.data, chain.depth + 1 FROM blobs b JOIN chain ON b.id = chain.base)
+SELECT base, data FROM chain ORDER BY depth DESC"""
+
+
 class HistoryStore:
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -230,16 +237,12 @@ class HistoryStore:
         return [(r[0], r[1]) for r in rows]
 
     def content(self, blob: int) -> bytes:
-        pieces = []
+        """The bytes of a stored content: its chain of appends read in one query, oldest first."""
         with self.lock:
-            current: int | None = blob
-            while current is not None:
-                row = self.conn.execute("SELECT base, data FROM blobs WHERE id = ?", (current,)).fetchone()
-                if row is None:
-                    raise HistoryError(f"version content {current} is missing from {self.path}")
-                pieces.append(zlib.decompress(row[1]))
-                current = row[0]
-        return b"".join(reversed(pieces))
+            rows = self.conn.execute(_CHAIN, (blob,)).fetchall()
+        if not rows or rows[0][0] is not None:
+            raise HistoryError(f"version content {blob} (or what it stands on) is missing from {self.path}")
+        return b"".join(zlib.decompress(row[1]) for row in rows)
 
     def size_bytes(self) -> int:
         """What the kept content takes (compressed), without SQLite's own overhead."""

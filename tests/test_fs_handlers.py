@@ -129,6 +129,22 @@ def test_an_inode_without_a_name_is_enoent_not_eio(tmp_path: Path) -> None:
     assert fuse_errno(ops.getattr(entry.st_ino)) == errno.ENOENT
 
 
+def test_a_forgotten_file_gets_its_number_back_but_a_held_number_is_never_shared() -> None:
+    table = InodeTable((1, 1))
+    a = table.remember("a.md", (1, 10))
+    b = table.remember("b.md", (1, 11))
+    table.forget(a, 1)  # the kernel dropped it (memory pressure, an invalidation)
+    assert table.remember("a.md", (1, 10)) == a
+    table.unlinked("b.md")
+    table.opened(b)  # still open, and the kernel still knows it
+    assert table.remember("c.md", (1, 11)) not in (a, b)  # the backing number reused by a new file
+    fresh = InodeTable((1, 1))
+    numbers = [fresh.remember(f"f{i}", (1, 100 + i)) for i in range(5)]
+    for n in numbers:
+        fresh.forget(n, 1)
+    assert [fresh.remember(f"g{i}", (1, 100 + i)) for i in reversed(range(5))] == list(reversed(numbers))
+
+
 def test_removals_through_the_mount_are_recognised_as_our_own(workspace: Path, make_memory: Any) -> None:
     writes = MemoryWrites(make_memory(workspace, embedding__provider="none"))
     (workspace / "t.txt").write_text("x")

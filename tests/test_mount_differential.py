@@ -13,10 +13,11 @@ import itertools
 import os
 import shutil
 import stat
+import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 pytestmark = pytest.mark.fuse
@@ -51,7 +52,10 @@ operation = st.one_of(
     st.tuples(st.just("read"), name),
     st.tuples(st.just("stat"), name),
     st.tuples(st.just("listdir"), st.sampled_from(["", "d", "g"])),
+    st.tuples(st.just("touch-beside"), name),  # a change the mount learns of from its watcher
+    st.tuples(st.just("forget"),),  # the kernel drops every cached name and inode it can
 )
+DESTRUCTIVE = {"unlink", "rmdir", "rename"}  # may end a file's life, and free its number
 
 
 def apply(root: Path, op: tuple) -> tuple:
@@ -104,9 +108,43 @@ def apply(root: Path, op: tuple) -> tuple:
                     s.st_size if not stat.S_ISDIR(s.st_mode) else None)
         elif kind == "listdir":
             return ("ok", sorted(os.listdir(p(args[0]) if args[0] else str(root))))
+        elif kind == "touch-beside":
+            os.utime(backing(root) / args[0], follow_symlinks=False)
+            time.sleep(0.15)  # the watcher's debounce is 50 ms: let it act before the next step
+        elif kind == "forget" and os.geteuid() == 0:
+            Path("/proc/sys/vm/drop_caches").write_text("2")
         return ("ok",)
     except OSError as exc:
         return ("err", errno.errorcode.get(exc.errno, exc.errno))
+
+
+BACKING: dict[Path, Path] = {}  # a case folder on the mount -> the same folder in the workspace
+
+
+def backing(root: Path) -> Path:
+    return BACKING.get(root, root)
+
+
+class Identities:
+    """Inode numbers as `stat` shows them on the mount, against the backing files': one number
+    is only ever one backing file, and a file keeps its number while it lives (through the
+    watcher's reports, chmod, mkdir beside it and the kernel forgetting it)."""
+
+    def __init__(self) -> None:
+        self.backing_of: dict[int, int] = {}
+        self.number_of: dict[int, int] = {}
+
+    def observe(self, fused: Path, under: Path, op: tuple) -> None:
+        if op[0] in DESTRUCTIVE:
+            self.number_of.clear()
+        if op[0] != "stat":
+            return
+        try:
+            number, real = os.lstat(fused / op[1]).st_ino, os.lstat(under / op[1]).st_ino
+        except OSError:
+            return
+        assert self.backing_of.setdefault(number, real) == real, f"{op}: number {number} is two files"
+        assert self.number_of.setdefault(real, number) == number, f"{op}: {op[1]} changed number"
 
 
 def tree(root: Path) -> dict[str, tuple]:
@@ -147,6 +185,10 @@ counter = itertools.count()
 @settings(max_examples=int(os.environ.get("MEMFS_DIFF_EXAMPLES", "60")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(ops=st.lists(operation, min_size=10, max_size=80))
+@example(ops=[("create", "a.md", 0o644), ("mkdir", "d", 0o755), ("symlink", "a.md", "c.txt"),  # the echoes
+              ("stat", "a.md"), ("stat", "d"), ("stat", "c.txt"), ("chmod", "d", 0o700), ("forget",),
+              ("stat", "d"), ("touch-beside", "a.md"), ("touch-beside", "d"), ("stat", "a.md"), ("stat", "d"),
+              ("stat", "c.txt"), ("forget",), ("stat", "a.md"), ("stat", "d"), ("stat", "c.txt")])
 def test_mount_behaves_like_a_plain_directory(diff_mount, ops) -> None:
     m, native_base = diff_mount
     case = f"case-{next(counter)}"
@@ -154,11 +196,14 @@ def test_mount_behaves_like_a_plain_directory(diff_mount, ops) -> None:
     native = native_base / case
     fused.mkdir()
     native.mkdir(parents=True)
+    BACKING[fused] = m.workspace / "memory" / case
+    identities = Identities()
     try:
         for op in ops:
             expected = apply(native, op)
             got = apply(fused, op)
             assert got == expected, f"{op}: mount gave {got}, plain directory gave {expected}"
+            identities.observe(fused, BACKING[fused], op)
         assert tree(fused) == tree(native)
     finally:
         for root in (fused, native):

@@ -165,3 +165,33 @@ def test_tree_removed_and_made_again_keeps_every_name(mounted) -> None:
     assert all(p.read_bytes() == b"x" * 64 + b"y\n" for p in paths)
     log = next((mounted.state / "mounts").glob("*.log")).read_text()
     assert "unexpected error" not in log
+
+
+def test_a_file_keeps_its_number_and_a_shell_its_folder(mounted) -> None:
+    """Inode numbers live as long as the file: through the watcher's echo of mkdir, mkfifo,
+    symlink, chmod and chown made through the mount, a touch beside it, and the kernel dropping
+    its caches.  A shell standing in a new folder keeps a working getcwd()."""
+    mnt, ws = mounted.mnt, mounted.workspace
+    os.mkdir(mnt / "proj")
+    os.mkfifo(mnt / "proj" / "pipe")
+    os.symlink("pipe", mnt / "proj" / "link")
+    (mnt / "proj" / "notes.txt").write_text("x\n")
+    names = ["proj", "proj/pipe", "proj/link", "proj/notes.txt"]
+    numbers = {n: os.lstat(mnt / n).st_ino for n in names}
+    script = "cd proj && sleep 0.4 && /bin/pwd"  # /bin/pwd asks getcwd(), not $PWD
+    shell = subprocess.run(["sh", "-c", script], cwd=mnt, capture_output=True, text=True, timeout=30)
+    assert shell.returncode == 0 and shell.stdout.strip() == str(mnt / "proj"), shell.stderr
+    os.chmod(mnt / "proj", 0o700)
+    os.chown(mnt / "proj" / "notes.txt", os.getuid(), os.getgid())
+    os.utime(ws / "proj" / "notes.txt")  # beside the mount
+    time.sleep(0.4)  # the watcher has seen all of it
+    assert {n: os.lstat(mnt / n).st_ino for n in names} == numbers
+    if os.geteuid() == 0:
+        Path("/proc/sys/vm/drop_caches").write_text("2")
+        assert {n: os.lstat(mnt / n).st_ino for n in names} == numbers
+    (ws / "proj" / "notes.txt").unlink()
+    (ws / "proj" / "notes.txt").write_text("a new file under the old name\n")
+    time.sleep(0.4)
+    # (the backing file system may give the new file the old one's number, as it may natively)
+    assert (mnt / "proj" / "notes.txt").read_text() == "a new file under the old name\n"
+    assert os.lstat(mnt / "proj" / "notes.txt").st_size == len("a new file under the old name\n")

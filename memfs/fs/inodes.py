@@ -4,16 +4,25 @@ Inode numbers are ours (allocated from 2 up; 1 is the root), keyed by the backin
 (st_dev, st_ino), so hard links share one FUSE inode and a number is never reused while the kernel
 still remembers it.  A node can have several paths (hard links); a directory rename rewrites the
 paths of everything below it.
+
+A number stays the file's for as long as the file lives, even across the kernel forgetting it
+(memory pressure, an invalidation): a forgotten node's number is retired under its backing key
+and given back when that key turns up again, so ``stat`` shows one number, and tail -f, rsync,
+git and shells that compare numbers see one file.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pyfuse3
 
 ROOT = pyfuse3.ROOT_INODE
+# Retired numbers remembered (about 100 bytes each): past this, the longest-forgotten files get a
+# new number when next looked up, as every file did before.
+RETIRED_MAX = 1 << 20
 
 
 @dataclass
@@ -36,6 +45,8 @@ class InodeTable:
         self.nodes: dict[int, Node] = {ROOT: root}
         self.by_key: dict[tuple[int, int], int] = {root_key: ROOT}
         self.by_path: dict[str, int] = {"": ROOT}
+        # backing key -> the number its node had when the kernel forgot it (see the module doc)
+        self.retired: OrderedDict[tuple[int, int], int] = OrderedDict()
         self._next = ROOT + 1
 
     def path(self, inode: int) -> str:
@@ -58,8 +69,10 @@ class InodeTable:
         """The inode for a backing file seen at ``path``; allocates one for a new file."""
         inode = self.by_key.get(key)
         if inode is None:
-            inode = self._next
-            self._next += 1
+            inode = self.retired.pop(key, None)
+            if inode is None or inode in self.nodes:  # (still held under a name gone to another file)
+                inode = self._next
+                self._next += 1
             self.nodes[inode] = Node(inode, key)
             self.by_key[key] = inode
         node = self.nodes[inode]
@@ -90,7 +103,11 @@ class InodeTable:
 
     def _maybe_free(self, node: Node) -> None:
         if node.inode != ROOT and node.lookups <= 0 and node.open_handles <= 0 and not node.paths:
-            self.nodes.pop(node.inode, None)
+            if self.nodes.pop(node.inode, None) is not None and node.key is not None:
+                self.retired[node.key] = node.inode
+                self.retired.move_to_end(node.key)
+                if len(self.retired) > RETIRED_MAX:
+                    self.retired.popitem(last=False)
 
     def unlinked(self, path: str) -> int | None:
         inode = self.by_path.get(path)

@@ -181,17 +181,26 @@ class Daemon:
         inode = self.ops.inodes.inode_of(rel)
         parent_rel, _, name = rel.rpartition("/")
         parent = self.ops.inodes.inode_of(parent_rel)
+        same_file = False
         if inode is not None:
             # Decided now, not when the watcher looked: the path may have been created again
             # through the mount since, and its new inode must keep its name.
-            if not exists and not os.path.lexists(self.cfg.workspace / rel):
-                self.ops.inodes.unlinked(rel)
             try:
-                await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode)
+                st = os.lstat(self.cfg.workspace / rel)
+                node = self.ops.inodes.nodes.get(inode)
+                same_file = node is not None and node.key == (st.st_dev, st.st_ino)
+            except FileNotFoundError:
+                self.ops.inodes.unlinked(rel)
+            except OSError:
+                pass
+            try:
+                await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode)  # attributes and pages
             except OSError as exc:
                 if exc.errno not in (errno.ENOENT, errno.ENOSYS):
                     log.warning("invalidate %s: %s", rel, exc)
-        if parent is not None:
+        # The name is dropped only if it no longer leads to the file the kernel knows: dropping a
+        # valid one costs a lookup, and a folder's dentry dropped under a shell in it fails getcwd().
+        if parent is not None and not same_file:
             pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
 
     async def _tune(self) -> None:

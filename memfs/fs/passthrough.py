@@ -255,6 +255,8 @@ class Passthrough(pyfuse3.Operations):
                 writer.dirty = True
             else:
                 await self.writes.changed(rel, self.writes.who(ctx.uid, ctx.pid))
+        else:
+            self.writes.note_own(rel)  # chmod, chown, touch: the watcher sees their echo too
         return self.attrs(inode, os.lstat(path))
 
     async def readlink(self, inode: int, ctx: pyfuse3.RequestContext) -> bytes:
@@ -335,6 +337,7 @@ class Passthrough(pyfuse3.Operations):
         os.mkdir(path, stat.S_IMODE(mode))
         os.chmod(path, stat.S_IMODE(mode) & ~ctx.umask)
         self._own(path, ctx)
+        self.writes.note_own(rel)  # so the watcher knows its echo
         return self.entry_for(rel)
 
     async def rmdir(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:
@@ -357,6 +360,7 @@ class Passthrough(pyfuse3.Operations):
         os.mknod(path, stat.S_IFMT(mode) | (stat.S_IMODE(mode) & ~ctx.umask), rdev)
         os.chmod(path, stat.S_IMODE(mode) & ~ctx.umask)
         self._own(path, ctx)
+        self.writes.note_own(rel)  # so the watcher knows its echo
         return self.entry_for(rel)
 
     async def symlink(self, parent_inode: int, name: bytes, target: bytes,
@@ -365,6 +369,7 @@ class Passthrough(pyfuse3.Operations):
         path = self.full(rel)
         os.symlink(target, path)
         self._own(path, ctx, follow=False)
+        self.writes.note_own(rel)
         return self.entry_for(rel)
 
     async def link(self, inode: int, new_parent_inode: int, new_name: bytes,

@@ -91,6 +91,58 @@ def live_record(state_dir: Path, mountpoint: Path) -> MountInfo | None:
     return record
 
 
+class OtherMounts:
+    """The other memfs daemons serving one workspace (known by their records in the state
+    folder) and the files they hold open for writing.  A change the watcher sees in such a file
+    is another mount's write in progress: that mount versions and indexes it when it closes, with
+    the writer's name, so a watcher beside it must not record its half-written states."""
+
+    REFRESH_S = 2.0  # mounts come and go rarely: re-read the records at most this often
+
+    def __init__(self, state_dir: Path, workspace: Path) -> None:
+        self.folder = mounts_dir(state_dir)
+        self.workspace = os.path.realpath(workspace)
+        self._pids: list[int] = []
+        self._read_at = -self.REFRESH_S
+
+    def pids(self) -> list[int]:
+        now = time.monotonic()
+        if now - self._read_at >= self.REFRESH_S:
+            self._read_at = now
+            found = []
+            for record in self.folder.glob("*.json"):
+                try:
+                    info = json.loads(record.read_text())
+                    pid, workspace = int(info["pid"]), str(info["workspace"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue
+                if pid != os.getpid() and os.path.realpath(workspace) == self.workspace and alive(pid):
+                    found.append(pid)
+            self._pids = found
+        return self._pids
+
+    def writing(self, path: Path) -> bool:
+        """Whether one of them has ``path`` open for writing now."""
+        target = str(path)
+        for pid in self.pids():
+            fds = f"/proc/{pid}/fd"
+            try:
+                numbers = os.listdir(fds)
+            except OSError:
+                continue
+            for fd in numbers:
+                try:
+                    if os.readlink(f"{fds}/{fd}") != target:
+                        continue
+                    with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                        flags = next(int(line.split()[1], 8) for line in info if line.startswith("flags:"))
+                except (OSError, StopIteration, ValueError):
+                    continue
+                if flags & os.O_ACCMODE != os.O_RDONLY:
+                    return True
+        return False
+
+
 def _unescape(field: str) -> str:
     """/proc mount tables write space, tab, newline and backslash as octal escapes."""
     return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)

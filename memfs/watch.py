@@ -15,6 +15,7 @@ import trio
 import watchfiles
 
 from memfs.memory import Memory
+from memfs.mounttable import OtherMounts
 from memfs.workspace import is_memory
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ async def watch_workspace(
     """Re-index what other programs change in the workspace until ``stop``; ``kick`` tells the
     process's background embedder (:mod:`memfs.embedder`) that there is work."""
     workspace = memory.cfg.workspace
+    others = OtherMounts(memory.cfg.state_dir, workspace)
     # rust_timeout: the watching thread returns at least this often (ms), so a stop that comes
     # without ``stop`` being set (a cancelled nursery) waits no longer than this for it.
     async for changes in watchfiles.awatch(workspace, debounce=50, step=20, stop_event=stop, rust_timeout=500,
@@ -75,6 +77,13 @@ async def watch_workspace(
                 log.warning("watch: cannot stat %s: %s", rel, exc)
                 continue
             if is_own is not None and is_own(rel, st):
+                continue
+            if st is not None and is_memory(rel, memory.cfg.index.extra_paths) and others.writing(workspace / rel):
+                # Another mount of this workspace is writing it: that mount keeps the version and
+                # indexes it at close, in the writer's name; only this mount's caches must go.
+                log.debug("changed through another mount, still open there: %s", rel)
+                if on_change is not None:
+                    await on_change(rel, exists)
                 continue
             log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
             try:

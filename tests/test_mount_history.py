@@ -170,6 +170,29 @@ def test_retention_prunes_oldest_first_while_mounted_and_at_mount_but_never_the_
     assert list(versions_on(m.mnt, "memory/2026-11-22.md").values()) == [b"- a log with one version\n"]
 
 
+SLOW_WRITER = r"""
+import sys, time
+with open(sys.argv[1], sys.argv[2]) as f:
+    time.sleep(0.4)  # long enough for a watcher beside it to look
+    f.write("- written slowly\n"); f.flush()
+    time.sleep(0.4)
+"""
+
+
+def test_a_slow_write_through_one_mount_is_not_versioned_half_done_by_another(
+        workspace: Path, tmp_path: Path, mount_factory) -> None:
+    main = mount_factory(workspace)
+    mount_factory(workspace, "main", "--mode", "shared", mnt=tmp_path / "shared")  # its watcher sees main's writes
+    log = main.mnt / "memory" / "2026-11-19.md"
+    log.write_text("- original\n")
+    for mode in ("w", "a"):  # `>`: truncated, then written a moment later; `>>`
+        subprocess.run([sys.executable, "-c", SLOW_WRITER, str(log), mode], check=True, timeout=30)
+    time.sleep(0.3)
+    versions = history_json(main, "memory/2026-11-19.md")["versions"]
+    assert [v["size"] for v in versions] == [11, 17, 34]  # never the empty file between
+    assert {v["via"] for v in versions} == {"mount"} and versions[-1]["process"].startswith("python")
+
+
 REWRITER = r"""
 import os, sys
 path, start = sys.argv[1], int(sys.argv[2])

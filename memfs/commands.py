@@ -69,17 +69,23 @@ def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     return Answer(stdout=render_json(response) if args.get("json") else render_markdown(response))
 
 
-def _workspace_path(cfg: Config, path: str, cwd: str) -> str:
-    """``path`` as given, unless it only exists relative to the caller's folder inside the
-    workspace (``cd memory; memfs get 2026-11-22.md``)."""
+def _caller_folder(cfg: Config, cwd: str) -> tuple[Path, Path | None]:
+    """The caller's folder on the workspace's side, and the mount it stands in (if any)."""
     here = Path(cwd).resolve()
     point = memfs_mount_containing(here)
     if point is not None:  # inside a mount of this workspace: the same folder in the workspace
         record = live_record(trusted_state_dir(), point)
         if record is not None and Path(record.workspace) == cfg.workspace:
-            if os.path.isabs(path) and (path == str(point) or path.startswith(str(point).rstrip("/") + "/")):
-                return str(cfg.workspace / os.path.relpath(path, point))
-            here = cfg.workspace / here.relative_to(point)
+            return cfg.workspace / here.relative_to(point), point
+    return here, None
+
+
+def _workspace_path(cfg: Config, path: str, cwd: str) -> str:
+    """``path`` as given, unless it only exists relative to the caller's folder inside the
+    workspace (``cd memory; memfs get 2026-11-22.md``)."""
+    here, point = _caller_folder(cfg, cwd)
+    if point is not None and os.path.isabs(path) and (path == str(point) or path.startswith(str(point).rstrip("/") + "/")):
+        return str(cfg.workspace / os.path.relpath(path, point))
     if os.path.isabs(path) or (cfg.workspace / path).exists():
         return path
     if (here == cfg.workspace or cfg.workspace in here.parents) and (here / path).exists():
@@ -206,15 +212,36 @@ def _caller(args: dict[str, Any], default_via: str) -> Provenance:
     return Provenance.of_process(str(via), os.getuid(), pid)
 
 
+HISTORY_FOLDER = "history"  # the mount's virtual root of versions (memfs.fs.virtual.HISTORY)
+
+
 def _history_path(memory: Memory, cfg: Config, path: str, cwd: str) -> str | Answer:
+    """The workspace path whose history is asked for.  Unlike a live file, the one asked about
+    may be gone (``rm draft.md; memfs history draft.md``), so a path relative to the caller's
+    folder is taken by its letters, not by what exists; inside ``history/`` on a mount, the
+    folder of a file's versions stands for the file (``cd history/MEMORY.md; memfs history .``)."""
     from memfs.workspace import OutsideWorkspace, relative
 
     if problem := _bad_text(path=path):
         return Answer(error=problem)
+    candidates: list[str] = []
+    here, point = _caller_folder(cfg, cwd)
+    if not os.path.isabs(path) and (here == cfg.workspace or cfg.workspace in here.parents):
+        rel = os.path.relpath(os.path.normpath(here / path), cfg.workspace)
+        if point is not None and rel.startswith(HISTORY_FOLDER + "/"):
+            rel = rel[len(HISTORY_FOLDER) + 1 :]
+        if rel not in (".", HISTORY_FOLDER) and not rel.startswith("../"):
+            candidates.append(rel)
     try:
-        return relative(cfg.workspace, _workspace_path(cfg, path, cwd))
+        candidates.append(relative(cfg.workspace, _workspace_path(cfg, path, cwd)))
     except OutsideWorkspace as exc:
-        return Answer(error=str(exc))
+        if not candidates:
+            return Answer(error=str(exc))
+    versions = memory.versions(cfg.mode)
+    for rel in candidates:
+        if (cfg.workspace / rel).exists() or rel in versions.paths():
+            return rel
+    return candidates[0]
 
 
 def _when(time_ns: int) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from collections.abc import Callable
 
 from memfs.history.keeper import History, NoSuchVersion
@@ -34,19 +35,36 @@ class Versions:
             raise VersionsError("history is off (history.enabled = false)")
         return self.history
 
+    def _private_digests(self) -> frozenset[str]:
+        """Contents a private file ever had.  A reader who may not see private files does not
+        see them under a public name either: ``mv MEMORY.md memory/x.md`` and back would
+        otherwise leave MEMORY.md's text in memory/x.md's history for as long as it is kept."""
+        if self.history is None or not self.privacy.shared:
+            return frozenset()
+        by_path = self.history.store.digests_by_path()
+        return frozenset().union(*(d for p, d in by_path.items() if self.privacy.hides(p)))
+
     def visible(self, rel: str) -> bool:
-        return not self.privacy.hides(rel)
+        return not self.privacy.hides(rel) and self._has_public_version(rel, self._private_digests())
+
+    def _has_public_version(self, rel: str, private: frozenset[str]) -> bool:
+        if not private or self.history is None:
+            return True
+        kept = self.history.store.digests_by_path().get(rel)
+        return kept is None or not kept <= private
 
     def paths(self) -> list[str]:
         """Every path with versions this reader may see (deleted files included)."""
         if self.history is None:
             return []
-        return self.history.paths(self.visible)
+        private = self._private_digests()
+        return self.history.paths(lambda p: not self.privacy.hides(p) and self._has_public_version(p, private))
 
     def list(self, rel: str) -> list[Version]:
         """The versions of ``rel``, oldest first; VersionsError when it has none to show."""
         history = self._history()
-        found = history.versions(rel) if self.visible(rel) else []
+        private = self._private_digests()
+        found = [v for v in history.versions(rel) if v.sha256 not in private] if not self.privacy.hides(rel) else []
         if not found:
             raise VersionsError(f"{rel}: no history (not a memory file, or never changed while memfs ran)")
         return found
@@ -54,7 +72,7 @@ class Versions:
     def get(self, rel: str, name: str) -> Version:
         versions = self.list(rel)
         for version in versions:
-            if version.name == name:
+            if name in (version.name, os.path.splitext(version.name)[0]):  # the extension may be left off
                 return version
         raise VersionsError(f"{rel} has no version {name!r}; `memfs history {rel}` lists them "
                             f"(newest: {versions[-1].name})")
@@ -85,7 +103,9 @@ class Versions:
     def deleted(self) -> list[tuple[str, int]]:
         if self.history is None:
             return []
-        return [(p, t) for p, t in self.history.store.deleted_paths() if self.visible(p)]
+        private = self._private_digests()
+        return [(p, t) for p, t in self.history.store.deleted_paths()
+                if not self.privacy.hides(p) and self._has_public_version(p, private)]
 
     def deleted_at(self, rel: str) -> int | None:
         if self.history is None or not self.visible(rel):

@@ -56,13 +56,13 @@ def test_version_names_are_unique_within_a_second_and_sort_in_order(tmp_path: Pa
     moment = 1_795_000_000 * NS + 123
     names = [store.add("memory/notes.jsonl", f"{i}\n".encode(), moment, WHO).name for i in range(12)]  # type: ignore[union-attr]
     assert names[0] == time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime(1_795_000_000)) + ".jsonl"
-    assert len(set(names)) == 12 and names[1].endswith("_000002.jsonl") and sorted(names) == names
+    assert len(set(names)) == 12 and names[1].endswith("_v000002.jsonl") and sorted(names) == names
     assert [v.name for v in store.versions("memory/notes.jsonl")] == names
     # A clock that steps back does not reorder them.
     late = store.add("memory/notes.jsonl", b"late\n", moment - 3600 * NS, WHO)
     assert late is not None and late.time_ns >= moment
     assert version_name("README", moment, None).endswith("Z")
-    assert version_name("a.md", moment, names[0].replace(".jsonl", ".md")).endswith("Z_000002.md")
+    assert version_name("a.md", moment, names[0].replace(".jsonl", ".md")).endswith("Z_v000002.md")
     # A name freed by pruning is not handed to other bytes: counting goes on from the newest.
     store.prune(moment + 3600 * NS, 1 << 40)
     assert [v.name for v in store.versions("memory/notes.jsonl")] == [late.name]
@@ -148,6 +148,22 @@ def test_a_shared_reader_sees_no_history_of_private_files(workspace: Path, make_
     assert shared.restore("memory/2026-11-22.md", public, WHO) is None  # it holds that already
     assert "history_versions" not in memory.status(mode="shared")
     assert memory.status()["history_versions"] >= 2
+    # MEMORY.md moved to a public name and straight back: its text stays out of the shared view,
+    # under the public name too (whatever content a private file has had is private).
+    secret = (workspace / "MEMORY.md").read_bytes()
+    os.rename(workspace / "MEMORY.md", workspace / "memory" / "old.md")
+    memory.path_moved("MEMORY.md", "memory/old.md", WHO)
+    os.rename(workspace / "memory" / "old.md", workspace / "MEMORY.md")
+    memory.path_moved("memory/old.md", "MEMORY.md", WHO)
+    assert memory.versions().content(memory.versions().list("memory/old.md")[0]) == secret
+    assert "memory/old.md" in dict(memory.versions().deleted())
+    with pytest.raises(VersionsError, match="no history"):
+        shared.list("memory/old.md")
+    assert "memory/old.md" not in shared.paths() and "memory/old.md" not in dict(shared.deleted())
+    # A public file keeps its public versions.
+    write(workspace / "memory" / "2026-11-22.md", "- public note\n- more\n")
+    memory.file_changed("memory/2026-11-22.md", WHO)
+    assert len(shared.list("memory/2026-11-22.md")) == 2
 
 
 def test_a_history_made_for_another_workspace_is_set_aside(tmp_path: Path, make_memory) -> None:

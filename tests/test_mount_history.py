@@ -170,6 +170,24 @@ def test_retention_prunes_oldest_first_while_mounted_and_at_mount_but_never_the_
     assert list(versions_on(m.mnt, "memory/2026-11-22.md").values()) == [b"- a log with one version\n"]
 
 
+def test_the_cli_finds_a_deleted_file_from_where_the_caller_stands(mounted) -> None:
+    mnt = mounted.mnt
+    env = {"MEMFS_STATE_DIR": str(mounted.state)}
+    (mnt / "memory" / "draft.md").write_text("- a draft\n")
+    os.unlink(mnt / "memory" / "draft.md")
+    out = memfs_cli("history", "draft.md", "--json", env=env, cwd=mnt / "memory")  # gone, yet relative to here
+    assert out.returncode == 0, out.stderr
+    name = json.loads(out.stdout)["versions"][0]["version"]
+    assert json.loads(out.stdout)["path"] == "memory/draft.md"
+    inside = mnt / "history" / "MEMORY.md"
+    for spelled in (".", "../../MEMORY.md"):  # inside history/, a file's folder stands for the file
+        out = memfs_cli("history", spelled, "--json", env=env, cwd=inside)
+        assert out.returncode == 0 and json.loads(out.stdout)["path"] == "MEMORY.md", (spelled, out.stderr)
+    restored = memfs_cli("restore", "draft.md", name.removesuffix(".md"), env=env, cwd=mnt / "memory")
+    assert restored.returncode == 0, restored.stderr  # the extension may be left off
+    assert (mnt / "memory" / "draft.md").read_text() == "- a draft\n"
+
+
 SLOW_WRITER = r"""
 import sys, time
 with open(sys.argv[1], sys.argv[2]) as f:

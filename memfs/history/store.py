@@ -95,19 +95,24 @@ class Version:
 _VERSION_COLUMNS = ("v.id, v.path, v.name, v.time_ns, b.size, b.sha256, v.blob, v.uid, v.pid, v.process, v.via")
 
 
+SAME_SECOND = "_v"  # before the counter of a second change within one second (see version_name)
+
+
 def version_name(path: str, time_ns: int, newest: str | None) -> str:
     """``2026-11-22T14-05-33Z.md``: the UTC second and the file's own extension; a later change
-    within the same second gets ``_000002``, ``_000003``... after ``newest`` (the path's newest
-    name), zero-padded so that a plain sort of the names, as ``ls`` does, keeps the order the
-    versions were made in.  Counting on from the newest, not filling gaps, means a name freed by
-    pruning is never given to other bytes (the kernel may still cache it)."""
+    within the same second gets ``_v000002``, ``_v000003``... after ``newest`` (the path's newest
+    name).  Zero-padded, and a letter after the ``_`` because locale-aware sorts (``ls`` in
+    en_US.UTF-8) skip punctuation and put digits before letters: so a plain sort of the names
+    keeps the order the versions were made in, in the C locale and in others.  Counting on from
+    the newest, not filling gaps, means a name freed by pruning is never given to other bytes
+    (the kernel may still cache it)."""
     stem = time.strftime(NAME_TIME, time.gmtime(time_ns // 1_000_000_000))
     ext = os.path.splitext(path.rpartition("/")[2])[1]
     if newest is None or not newest.startswith(stem):
         return f"{stem}{ext}"
     rest = newest[len(stem):len(newest) - len(ext)]
-    n = int(rest[1:]) if rest.startswith("_") and rest[1:].isdigit() else 1
-    return f"{stem}_{n + 1:06d}{ext}"
+    n = int(rest[2:]) if rest.startswith(SAME_SECOND) and rest[2:].isdigit() else 1
+    return f"{stem}{SAME_SECOND}{n + 1:06d}{ext}"
 
 
 # A content and every base below it; the one with no base (stored whole) comes first.
@@ -121,6 +126,7 @@ class HistoryStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.lock = threading.RLock()
+        self._digests: tuple[tuple[int, int], dict[str, frozenset[str]]] | None = None
         fresh = not path.exists()
         self.conn = apsw.Connection(str(path))
         if fresh:
@@ -226,6 +232,19 @@ class HistoryStore:
         with self.lock:
             return [r[0] for r in self.conn.execute(
                 "SELECT DISTINCT path FROM versions WHERE blob IS NOT NULL ORDER BY path")]
+
+    def digests_by_path(self) -> dict[str, frozenset[str]]:
+        """The sha256 of every kept version, by path; cached until anyone (this process or
+        another) changes the history."""
+        with self.lock:
+            generation = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes())
+            if self._digests is None or self._digests[0] != generation:
+                found: dict[str, set[str]] = {}
+                for path, digest in self.conn.execute(
+                        "SELECT DISTINCT v.path, b.sha256 FROM versions v JOIN blobs b ON b.id = v.blob"):
+                    found.setdefault(path, set()).add(digest)
+                self._digests = (generation, {p: frozenset(d) for p, d in found.items()})
+            return self._digests[1]
 
     def deleted_paths(self) -> list[tuple[str, int]]:
         """(path, deleted at) of files whose newest record is a deletion and that have versions."""

@@ -29,7 +29,9 @@ def render_status(info: dict[str, object]) -> str:
             f"cache:      {info['cached_embeddings']} embeddings",
         ]
     if "history_versions" in info:
-        lines.append(f"history:    {info['history_versions']} versions of {info['history_files']} files, "
+        versions, files = int(info["history_versions"]), int(info["history_files"])
+        lines.append(f"history:    {versions} version{'s' if versions != 1 else ''} of {files} "
+                     f"file{'s' if files != 1 else ''}, "
                      f"{_size(int(info['history_bytes']))} (kept {info['history_keep_days']:g} days, "
                      f"at most {info['history_max_mb']:g} MB; {info['history_path']})")
     problems = info.get("problems") or []

@@ -13,6 +13,7 @@ import itertools
 import os
 import shutil
 import stat
+import subprocess
 import time
 from pathlib import Path
 
@@ -212,3 +213,40 @@ def test_mount_behaves_like_a_plain_directory(diff_mount, ops) -> None:
                     os.chmod(Path(dirpath) / d, 0o755)
         shutil.rmtree(fused, ignore_errors=True)
         shutil.rmtree(native, ignore_errors=True)
+
+
+def long_names() -> tuple[list[str], str]:
+    """Folders of NAME_MAX-ish names and a last name that make a relative path of exactly
+    PATH_MAX - 1 (4,095) bytes: longer than the workspace path plus it, for the daemon."""
+    folders = [f"{i:03d}" + "d" * 252 for i in range(15)]  # 15 x 256 bytes with their slashes
+    last = "f" * (4095 - 256 * len(folders))
+    assert len("/".join([*folders, last])) == 4095
+    return folders, last
+
+
+def test_paths_up_to_path_max_behave_like_a_plain_directory(diff_mount) -> None:
+    m, native_base = diff_mount
+    folders, last = long_names()
+    deep = "/".join(folders)
+    ops: list[tuple] = [("mkdir", "/".join(folders[: i + 1]), 0o755) for i in range(len(folders))]
+    target, other = f"{deep}/{last}", f"{deep}/{last[:-1]}g"
+    ops += [("create", target, 0o644), ("write", target, 0, b"deep"), ("stat", target), ("read", target),
+            ("chmod", target, 0o600), ("truncate", target, 2), ("stat", target), ("rename", target, other, 0),
+            ("link", other, target), ("stat", other), ("unlink", other), ("append", target, b"+"),
+            ("read", target), ("unlink", target), ("symlink", "somewhere", target), ("stat", target),
+            ("unlink", target), ("mkdir", target, 0o700), ("stat", target), ("rmdir", target),
+            ("create", target + "x", 0o644), ("listdir", deep)]  # one byte too long: ENAMETOOLONG for both
+    results = {}
+    here = os.getcwd()
+    for label, root in (("native", native_base / "long"), ("mount", m.mnt / "memory" / "long")):
+        root.mkdir(parents=True)
+        os.chdir(root)  # the paths are relative, as pjdfstest gives them: absolute ones would not fit
+        try:
+            results[label] = [apply(Path(""), op) for op in ops]
+        finally:
+            os.chdir(here)
+    for op, expected, got in zip(ops, results["native"], results["mount"]):
+        assert got == expected, f"{op[0]} {op[1][-20:]}: mount gave {got}, plain directory gave {expected}"
+    assert results["mount"][-2] == ("err", "ENAMETOOLONG")
+    subprocess.run(["rm", "-rf", "long"], cwd=m.mnt / "memory", check=True)
+    subprocess.run(["rm", "-rf", "long"], cwd=native_base, check=True)

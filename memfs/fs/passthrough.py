@@ -23,6 +23,7 @@ import trio
 from pyfuse3 import FUSEError
 
 from memfs.fs.inodes import ROOT, InodeTable
+from memfs.fs.longpaths import reachable, request_scope
 from memfs.fs.writes import MemoryWrites
 
 log = logging.getLogger(__name__)
@@ -47,7 +48,8 @@ def guarded(owner: Passthrough, method: Callable[..., Awaitable[Any]]) -> Callab
     async def handler(*args: Any) -> Any:
         owner.on_request()
         try:
-            return await method(*args)
+            with request_scope():
+                return await method(*args)
         except FUSEError:
             raise
         except OSError as exc:
@@ -134,7 +136,8 @@ class Passthrough(pyfuse3.Operations):
         return (st.st_dev, st.st_ino)
 
     def full(self, rel: str) -> bytes:
-        return self.root_bytes + b"/" + os.fsencode(rel) if rel else self.root_bytes
+        """The backing path of ``rel``, short enough for the kernel (see :mod:`longpaths`)."""
+        return reachable(self.root_bytes + b"/" + os.fsencode(rel)) if rel else self.root_bytes
 
     def child(self, parent: int, name: bytes) -> str:
         if name in (b".", b"..") or b"/" in name:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import stat
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -45,6 +46,12 @@ class MemoryWrites:
         self.writing: dict[str, int] = {}
         # Called when the workspace's .memfs.toml changes through the mount (the daemon reloads).
         self.on_config_change: Callable[[], Awaitable[None]] | None = None
+
+    def _is_folder(self, rel: str) -> bool:
+        try:
+            return stat.S_ISDIR(os.lstat(self.prefix + rel).st_mode)
+        except OSError:  # gone, or deeper than PATH_MAX from here (no memory file is that deep)
+            return False
 
     def _classify(self, rel: str) -> bool:
         return is_memory(rel, self.extra)
@@ -133,7 +140,7 @@ class MemoryWrites:
         self.note_own(new)
         if CONFIG_FILE in (old, new) and self.on_config_change is not None:
             await self.on_config_change()
-        if not (self.is_memory(old) or self.is_memory(new) or (self.workspace / new).is_dir()):
+        if not (self.is_memory(old) or self.is_memory(new) or self._is_folder(new)):
             return  # a plain file moved (an editor's backup, a temp file): nothing to index
         await trio.to_thread.run_sync(self.memory.path_moved, old, new, who)
         self.embedder.kick()

@@ -1,0 +1,71 @@
+"""Backing paths longer than PATH_MAX.
+
+A program on the mount may name a file by a relative path of up to PATH_MAX - 1 bytes; the daemon
+reaches it as ``workspace + "/" + path``, which can be longer than the kernel takes
+(ENAMETOOLONG where a native file system succeeds).  Such a path is reached through its folder
+instead: the folder is opened a piece at a time (``O_PATH``, each piece shorter than PATH_MAX)
+and the file is named ``/proc/self/fd/<folder>/<name>``, which every path-taking system call
+accepts, so the rest of the daemon keeps using plain paths.  The folder's descriptor lives until
+the FUSE request that needed it ends (:func:`request_scope`, entered by every guarded handler).
+Short paths, nearly all of them, are returned as they are at the cost of one length check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import os
+from collections.abc import Iterator
+
+PATH_MAX = 4096  # Linux's, including the terminating NUL: a usable path is at most 4095 bytes
+_FOLDER_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+
+# The descriptors opened for the request being handled (None outside a request).
+_opened: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memfs_long_path_fds", default=None)
+
+
+@contextlib.contextmanager
+def request_scope() -> Iterator[None]:
+    """Close, when the request ends, the folders :func:`reachable` opened for it."""
+    fds: list[int] = []
+    token = _opened.set(fds)
+    try:
+        yield
+    finally:
+        _opened.reset(token)
+        for fd in fds:
+            os.close(fd)
+
+
+def _open_folder(path: bytes) -> int:
+    fd = os.open(b"/", _FOLDER_FLAGS)
+    rest = path.lstrip(b"/")
+    try:
+        while rest:
+            if len(rest) < PATH_MAX:
+                piece, rest = rest, b""
+            else:
+                cut = rest.rfind(b"/", 0, PATH_MAX - 1)  # names are at most NAME_MAX (255): there is one
+                piece, rest = rest[:cut], rest[cut + 1 :]
+            inner = os.open(piece, _FOLDER_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def reachable(full: bytes) -> bytes:
+    """``full`` itself if the kernel takes it, else an equivalent short path through an open
+    descriptor of its folder (only inside a request; outside one the long path is returned and
+    the call gives ENAMETOOLONG as before)."""
+    if len(full) < PATH_MAX:
+        return full
+    fds = _opened.get()
+    if fds is None:
+        return full
+    folder, _, name = full.rpartition(b"/")
+    fd = _open_folder(folder)
+    fds.append(fd)
+    return b"/proc/self/fd/%d/%s" % (fd, name)

@@ -228,9 +228,10 @@ def _history_path(memory: Memory, cfg: Config, path: str, cwd: str) -> str | Ans
     here, point = _caller_folder(cfg, cwd)
     if not os.path.isabs(path) and (here == cfg.workspace or cfg.workspace in here.parents):
         rel = os.path.relpath(os.path.normpath(here / path), cfg.workspace)
-        if point is not None and rel.startswith(HISTORY_FOLDER + "/"):
-            rel = rel[len(HISTORY_FOLDER) + 1 :]
-        if rel not in (".", HISTORY_FOLDER) and not rel.startswith("../"):
+        folder = "/".join(p for p in (cfg.mount.virtual_prefix.strip("/"), HISTORY_FOLDER) if p)
+        if point is not None and rel.startswith(folder + "/"):
+            rel = rel[len(folder) + 1 :]
+        if rel not in (".", "..", folder) and not rel.startswith("../"):
             candidates.append(rel)
     try:
         candidates.append(relative(cfg.workspace, _workspace_path(cfg, path, cwd)))

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from memfs.history.keeper import (
     NoSuchVersion,  # noqa: F401  (front ends take them from here)
 )
 from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
+from memfs.history.store import FAILURES as HISTORY_FAILURES
 from memfs.history.store import HistoryError, Version  # noqa: F401
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
@@ -295,6 +297,17 @@ class Memory:
 
         return Versions(self.history, privacy, may_write, self.file_changed)
 
+    def _after_change(self, keep: Callable[[History], object], rel: str) -> None:
+        """Keep a version of a change that has happened already: if that fails, the change stands
+        and is still indexed; the log says the version is missing and why."""
+        history = self.history
+        if history is None:
+            return
+        try:
+            keep(history)
+        except HISTORY_FAILURES as exc:
+            log.error("history: no version of %s was kept (%s); the change itself stands", rel, exc)
+
     def before_change(self, rel: str) -> None:
         """``rel`` is about to be changed (truncated, written, replaced, removed): whatever it
         holds now is kept first, if it is not kept already."""
@@ -304,8 +317,7 @@ class Memory:
     def file_changed(self, rel: str, who: Provenance = BESIDE) -> Outcome:
         """A file was written (closed, fsynced, renamed into place, changed beside the mount) by
         ``who``: its new content is kept as a version, then indexed."""
-        if self.history is not None:
-            self.history.changed(rel, who)
+        self._after_change(lambda history: history.changed(rel, who), rel)
         outcome = self.indexer.index_file(rel)
         if outcome.action == "skipped" and outcome.reason:
             log.warning("not indexed: %s: %s", rel, outcome.reason)
@@ -320,8 +332,7 @@ class Memory:
     def path_removed(self, rel: str, who: Provenance = BESIDE) -> int:
         """A file or a whole directory is gone: drop every indexed file at or below ``rel``
         (their versions stay, with the deletion recorded)."""
-        if self.history is not None:
-            self.history.removed(rel, who)
+        self._after_change(lambda history: history.removed(rel, who), rel)
         paths = self.store.paths_under(rel)
         for path in paths:
             self.indexer.remove(path)
@@ -331,8 +342,7 @@ class Memory:
         """A file or directory was renamed: move indexed files along (no re-embedding), drop
         those that left the memory paths, index memory files that arrived.  In the history the
         old name is deleted and the new one has a new version."""
-        if self.history is not None:
-            self.history.moved(old, new, who)
+        self._after_change(lambda history: history.moved(old, new, who), new)
         outcomes = []
         moved = set()
         for path in self.store.paths_under(old):

@@ -168,9 +168,14 @@ def _fd_path(fd: int) -> str:
     return os.readlink(f"/proc/self/fd/{fd}")
 
 
+DELETED = " (deleted)"  # what /proc/self/fd adds to the name of a file that has no name left
+
+
 def opened_relative(workspace: Path, fd: int) -> str | None:
     """Where an open file really is, relative to the workspace (None outside it)."""
     opened = _fd_path(fd)
+    if opened.endswith(DELETED) and os.fstat(fd).st_nlink == 0:
+        opened = opened[: -len(DELETED)]  # replaced or removed since: judged by the name it had
     root = os.path.realpath(workspace)
     return opened[len(root) + 1 :] if opened.startswith(root + "/") else None
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from memfs.history.keeper import History, NoSuchVersion
 from memfs.history.provenance import Provenance
-from memfs.history.store import HistoryError, Version
+from memfs.history.store import SEVERAL_NAMES, HistoryError, Version
 from memfs.privacy import Privacy
 
 log = logging.getLogger(__name__)
@@ -36,13 +36,15 @@ class Versions:
         return self.history
 
     def _private_digests(self) -> frozenset[str]:
-        """Contents a private file ever had.  A reader who may not see private files does not
-        see them under a public name either: ``mv MEMORY.md memory/x.md`` and back would
-        otherwise leave MEMORY.md's text in memory/x.md's history for as long as it is kept."""
+        """Contents a private file ever had (or a file with hard links, which a shared mount
+        does not show either).  A reader who may not see private files does not see them under
+        a public name either: ``mv MEMORY.md memory/x.md`` and back would otherwise leave
+        MEMORY.md's text in memory/x.md's history for as long as it is kept, and
+        ``ln MEMORY.md memory/x.md`` would give memory/x.md versions of MEMORY.md's text."""
         if self.history is None or not self.privacy.shared:
             return frozenset()
         by_path = self.history.store.digests_by_path()
-        return frozenset().union(*(d for p, d in by_path.items() if self.privacy.hides(p)))
+        return frozenset().union(*(d for p, d in by_path.items() if p == SEVERAL_NAMES or self.privacy.hides(p)))
 
     def visible(self, rel: str) -> bool:
         return not self.privacy.hides(rel) and self._has_public_version(rel, self._private_digests())

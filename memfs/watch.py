@@ -6,6 +6,7 @@ drops the kernel's cached attributes and pages of the changed paths.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 from collections.abc import Awaitable, Callable
@@ -74,7 +75,10 @@ async def watch_workspace(
             except FileNotFoundError:
                 st, exists = None, False
             except OSError as exc:
-                log.warning("watch: cannot stat %s: %s", rel, exc)
+                if exc.errno == errno.ENAMETOOLONG:  # deeper than PATH_MAX from here: no memory file is
+                    log.debug("watch: %s is too deep to look at", rel[:200])
+                else:
+                    log.warning("watch: cannot stat %s: %s", rel, exc)
                 continue
             if is_own is not None and is_own(rel, st):
                 continue

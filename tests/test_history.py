@@ -10,6 +10,7 @@ import os
 import time
 from pathlib import Path
 
+import apsw
 import pytest
 from conftest import write
 
@@ -79,10 +80,14 @@ def test_retention_drops_old_and_oldest_versions_but_never_a_files_newest(tmp_pa
         store.add("memory/log.md", log, now - (50 - i) * day, WHO)
     store.add("MEMORY.md", b"old curated text\n", now - 100 * day, WHO)  # a file's only version, very old
     removed = store.prune(now - 20 * day, 1 << 40)
-    assert removed == 30
+    assert removed == 29  # those replaced more than 20 days ago (a version ages from its replacement)
     assert store.versions("MEMORY.md")[0].size == len(b"old curated text\n")  # the newest is never pruned
     survivors = store.versions("memory/log.md")
-    assert len(survivors) == 20
+    assert len(survivors) == 21
+    # Text that stood for 100 days and was clobbered today is kept as long as any other.
+    store.add("MEMORY.md", b"clobbered\n", now, WHO)
+    assert store.prune(now - 20 * day, 1 << 40) == 0
+    assert [v.size for v in store.versions("MEMORY.md")] == [len(b"old curated text\n"), len(b"clobbered\n")]
     for version in survivors:  # the chain they stood on was cut: each still reads back whole
         content = store.content(version.blob)
         assert hashlib.sha256(content).hexdigest() == version.sha256
@@ -160,6 +165,21 @@ def test_a_shared_reader_sees_no_history_of_private_files(workspace: Path, make_
     with pytest.raises(VersionsError, match="no history"):
         shared.list("memory/old.md")
     assert "memory/old.md" not in shared.paths() and "memory/old.md" not in dict(shared.deleted())
+    # ... even once MEMORY.md's own copies of that text are pruned.
+    write(workspace / "MEMORY.md", "# Memory\n- rewritten since\n")
+    memory.file_changed("MEMORY.md", WHO)
+    memory.history.store.prune(time.time_ns() + 10**12, 1 << 40)
+    assert secret not in [memory.versions().content(v) for v in memory.versions().list("MEMORY.md")]
+    with pytest.raises(VersionsError, match="no history"):
+        shared.list("memory/old.md")
+    # A hard link of MEMORY.md under a public name: what is written through it stays private.
+    os.link(workspace / "MEMORY.md", workspace / "memory" / "linked.md")
+    with open(workspace / "memory" / "linked.md", "a") as linked:
+        linked.write("- written through the link\n")
+    memory.file_changed("memory/linked.md", WHO)
+    assert memory.versions().list("memory/linked.md")
+    with pytest.raises(VersionsError, match="no history"):
+        shared.list("memory/linked.md")
     # A public file keeps its public versions.
     write(workspace / "memory" / "2026-11-22.md", "- public note\n- more\n")
     memory.file_changed("memory/2026-11-22.md", WHO)
@@ -191,3 +211,22 @@ def test_a_history_made_for_another_workspace_is_set_aside(tmp_path: Path, make_
     moved = History(Cfg(), path, json.dumps({"path": "/c", "dev": 1, "ino": 3}))  # type: ignore[arg-type]
     assert moved.store.get_meta("workspace") is not None  # the same folder moved: kept
     moved.close()
+
+
+def test_a_version_that_cannot_be_kept_does_not_undo_or_unindex_the_change(
+        workspace: Path, make_memory, monkeypatch, caplog) -> None:
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    assert memory.history is not None
+
+    def broken(*args, **kwargs):
+        raise apsw.FullError("database or disk is full")
+
+    monkeypatch.setattr(memory.history.store, "add", broken)
+    write(workspace / "memory" / "2026-11-23.md", "- the heron nests by the north pier\n")
+    outcome = memory.file_changed("memory/2026-11-23.md", WHO)
+    assert outcome.action == "indexed"
+    assert "no version of memory/2026-11-23.md was kept" in caplog.text and "disk is full" in caplog.text
+    (workspace / "memory" / "2026-11-23.md").unlink()
+    monkeypatch.setattr(memory.history.store, "deleted", broken)
+    assert memory.path_removed("memory/2026-11-23.md", WHO) == 1

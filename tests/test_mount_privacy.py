@@ -296,19 +296,25 @@ def test_an_open_file_moved_behind_the_mounts_back(workspace: Path, mount_factor
     (workspace / "memory" / "open.md").write_text("- still readable once moved\n")
     (workspace / "memory" / "pre.md").write_text(SECRET_TEXT + " (a new version about to be saved)\n")
     kept = os.open(main.mnt / "memory" / "open.md", os.O_RDONLY)
-    fd = os.open(shared.mnt / "memory" / "pre.md", os.O_RDONLY)
+    fd = os.open(shared.mnt / "memory" / "pre.md", os.O_RDWR)
     try:
         os.rename(workspace / "memory" / "open.md", workspace / "memory" / "moved.md")
         os.rename(workspace / "memory" / "pre.md", workspace / "MEMORY.md")
         assert os.fstat(kept).st_size == len("- still readable once moved\n")
         assert os.read(kept, 100) == b"- still readable once moved\n"
-        with pytest.raises(PermissionError):
-            os.fstat(fd)
+        for attempt in (lambda: os.fstat(fd), lambda: os.read(fd, 100), lambda: os.pwrite(fd, b"overwritten", 0),
+                        lambda: os.ftruncate(fd, 0)):
+            with pytest.raises(PermissionError):
+                attempt()
+        # Replaced by an atomic save: the old MEMORY.md, still open, has no name left.
+        (workspace / "new.md").write_text("# Memory\n")
+        os.rename(workspace / "new.md", workspace / "MEMORY.md")
         with pytest.raises(PermissionError):
             os.read(fd, 100)
     finally:
         os.close(fd)
         os.close(kept)
+    assert (workspace / "MEMORY.md").read_text() == "# Memory\n"
 
 
 def test_more_names_tools_give_a_private_files_new_text(both) -> None:

@@ -76,10 +76,10 @@ class HistoryFiles:
         kind, what = entry
         version = what if isinstance(what, Version) else None
         hpath = version.path if version is not None else str(what)
-        # The same name keeps its inode while it stands for the same thing.
+        # The same name keeps its inode while it stands for the same thing (a version's name is
+        # never given to other bytes of its file: see memfs.history.store.version_name).
         known = self.tree.nodes.get(parent.children.get(name, -1))
-        if known is not None and known.hkind == kind and known.hpath == hpath and (
-                version is None or known.size == version.size):
+        if known is not None and known.hkind == kind and known.hpath == hpath:
             return known
         if kind == "version":
             assert version is not None
@@ -96,10 +96,15 @@ class HistoryFiles:
 
     def _content(self, version: Version):  # type: ignore[no-untyped-def]
         def render() -> bytes:
+            versions = self._versions()
             try:
-                return self._versions().content(version)
+                # Asked again at each open: pruned, or hidden from this reader, since it was listed.
+                now = versions.get(version.path, version.name)
+                if now.sha256 != version.sha256:
+                    raise VersionsError(f"{version.path} {version.name} is not what was listed")
+                return versions.content(now)
             except VersionsError as exc:
-                raise VirtualError(errno.ENOENT) from exc  # pruned since it was listed
+                raise VirtualError(errno.ENOENT) from exc
 
         return render
 

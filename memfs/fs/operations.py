@@ -248,6 +248,8 @@ class MemfsOperations(Passthrough):
         handle = self.handles.get(fh)
         if handle is not None and handle.staged is not None:
             return syncfiles.stage(handle, off, buf, self.writes.memory)
+        if self.view.shared and handle is not None:  # renamed onto MEMORY.md since it was opened?
+            self.check_open_file(handle, os.fstat(handle.fd))
         return await super().write(fh, off, buf)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
@@ -345,6 +347,9 @@ class MemfsOperations(Passthrough):
         self._refuse(inode)
         if self.inodes.has_paths(inode):
             self.view.refuse_change(self.inodes.path(inode))
+        if self.view.shared and fh is not None and fh in self.handles:
+            handle = self.handles[fh]
+            self.check_open_file(handle, os.fstat(handle.fd))
         if fields.update_size and self.inodes.has_paths(inode) and is_sync_file(self.inodes.path(inode)):
             handle = self.handles.get(fh) if fh is not None else None
             if handle is not None and handle.staged is not None and attr.st_size >= handle.staged_base:

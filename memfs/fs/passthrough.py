@@ -455,8 +455,9 @@ class Passthrough(pyfuse3.Operations):
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
         rel = self.child(parent_inode, name)
         path = self.full(rel)
-        if flags & os.O_TRUNC:
-            await self.writes.before_change(rel)  # the kernel's "no such file" may be out of date
+        # The kernel's "no such file" may be out of date (made beside the mount a moment ago):
+        # what such a file holds is kept before this open writes over it.
+        await self.writes.before_change(rel)
         fd = os.open(path, self._backing_flags(flags) | os.O_CREAT, stat.S_IMODE(mode))
         try:
             os.fchmod(fd, stat.S_IMODE(mode) & ~ctx.umask)

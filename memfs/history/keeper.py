@@ -44,6 +44,7 @@ class Snapshot:
     data: bytes
     fingerprint: str
     mtime_ns: int
+    linked: bool  # the file had other names (hard links): its bytes may be a private file's
 
 
 def fingerprint(st: os.stat_result) -> str:
@@ -113,9 +114,9 @@ class History:
             finally:
                 os.close(fd)
             if fingerprint(before) == fingerprint(after):
-                return Snapshot(b"".join(chunks), fingerprint(after), after.st_mtime_ns)
+                return Snapshot(b"".join(chunks), fingerprint(after), after.st_mtime_ns, after.st_nlink > 1)
         log.warning("history: %s kept changing while it was read; its version is what was read last", rel)
-        return Snapshot(b"".join(chunks), "", after.st_mtime_ns)
+        return Snapshot(b"".join(chunks), "", after.st_mtime_ns, after.st_nlink > 1)
 
     def current_fingerprint(self, rel: str) -> str | None:
         try:
@@ -152,7 +153,7 @@ class History:
         now = time.time_ns()
         # Made beside the mount: the file's own time says when (never later than now).
         when = min(snap.mtime_ns, now) if beside else now
-        version = self.store.add(rel, snap.data, when, who, snap.fingerprint or None)
+        version = self.store.add(rel, snap.data, when, who, snap.fingerprint or None, snap.linked)
         if version is not None:
             log.debug("history: %s %s (%d bytes, via %s)", rel, version.name, version.size, who.via)
             self._since_prune += 1

@@ -27,17 +27,18 @@ import apsw
 
 from memfs.history.provenance import Provenance
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 # Reading a version joins at most this many pieces; beyond, the whole content is stored again.
 # 1,000 appends of 2 KiB to a daily log then cost one extra copy of the log (measured in
 # scripts/bench_history.py), and reading the newest version stays under a few ms.
 MAX_CHAIN = 1000
 NAME_TIME = "%Y-%m-%dT%H-%M-%SZ"
+SEVERAL_NAMES = ""  # held's name for "read from a file with more than one hard link"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS blobs(
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a cached history/ file never reads other bytes
     sha256 TEXT NOT NULL UNIQUE,       -- of the whole content
     size INTEGER NOT NULL,             -- of the whole content
     base INTEGER REFERENCES blobs(id), -- NULL: data is the whole content; else base's content + data
@@ -46,7 +47,7 @@ CREATE TABLE IF NOT EXISTS blobs(
 );
 CREATE INDEX IF NOT EXISTS blobs_base ON blobs(base);
 CREATE TABLE IF NOT EXISTS versions(
-    id INTEGER PRIMARY KEY,
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
     path TEXT NOT NULL,
     name TEXT,                         -- NULL for a deletion
     time_ns INTEGER NOT NULL,
@@ -57,6 +58,11 @@ CREATE TABLE IF NOT EXISTS versions(
 CREATE UNIQUE INDEX IF NOT EXISTS versions_name ON versions(path, name);
 CREATE INDEX IF NOT EXISTS versions_path ON versions(path, id);
 CREATE INDEX IF NOT EXISTS versions_blob ON versions(blob);
+-- Every name a content was kept under, for as long as the content is kept (whatever versions
+-- are pruned): a shared reader is shown no content a private file has held.  The name ''
+-- (SEVERAL_NAMES) marks content read from a file with several hard links.
+CREATE TABLE IF NOT EXISTS held(
+    blob INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY(blob, path)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS seen(
     path TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL          -- the file's identity and times when its newest version was taken
@@ -66,6 +72,11 @@ CREATE TABLE IF NOT EXISTS seen(
 
 class HistoryError(RuntimeError):
     pass
+
+
+# What keeping a version can fail with (a corrupt or locked database, a full disk, a file that
+# vanished mid-read): after a change has happened, it is logged rather than undoing the change.
+FAILURES = (HistoryError, apsw.Error, OSError)
 
 
 @dataclass(frozen=True)
@@ -103,7 +114,8 @@ def version_name(path: str, time_ns: int, newest: str | None) -> str:
     within the same second gets ``_v000002``, ``_v000003``... after ``newest`` (the path's newest
     name).  Zero-padded, and a letter after the ``_`` because locale-aware sorts (``ls`` in
     en_US.UTF-8) skip punctuation and put digits before letters: so a plain sort of the names
-    keeps the order the versions were made in, in the C locale and in others.  Counting on from
+    keeps the order the versions were made in, in the C locale and in others (for extensions
+    that start before ``v``: .md, .jsonl, .txt; a .yaml's sorts right in the C locale only).  Counting on from
     the newest, not filling gaps, means a name freed by pruning is never given to other bytes
     (the kernel may still cache it)."""
     stem = time.strftime(NAME_TIME, time.gmtime(time_ns // 1_000_000_000))
@@ -234,14 +246,16 @@ class HistoryStore:
                 "SELECT DISTINCT path FROM versions WHERE blob IS NOT NULL ORDER BY path")]
 
     def digests_by_path(self) -> dict[str, frozenset[str]]:
-        """The sha256 of every kept version, by path; cached until anyone (this process or
-        another) changes the history."""
+        """The sha256 of every kept content, by each name it was ever kept under (pruned
+        versions included, while the content is kept; SEVERAL_NAMES for content read from a
+        file with hard links); cached until anyone (this process or another) changes the
+        history."""
         with self.lock:
             generation = (self.conn.execute("PRAGMA data_version").fetchone()[0], self.conn.total_changes())
             if self._digests is None or self._digests[0] != generation:
                 found: dict[str, set[str]] = {}
                 for path, digest in self.conn.execute(
-                        "SELECT DISTINCT v.path, b.sha256 FROM versions v JOIN blobs b ON b.id = v.blob"):
+                        "SELECT h.path, b.sha256 FROM held h JOIN blobs b ON b.id = h.blob"):
                     found.setdefault(path, set()).add(digest)
                 self._digests = (generation, {p: frozenset(d) for p, d in found.items()})
             return self._digests[1]
@@ -288,9 +302,10 @@ class HistoryStore:
     # -- writing -------------------------------------------------------------------------------
 
     def add(self, path: str, data: bytes, time_ns: int, who: Provenance,
-            fingerprint: str | None = None) -> Version | None:
+            fingerprint: str | None = None, linked: bool = False) -> Version | None:
         """Record ``data`` as the newest version of ``path``; None if that is what it holds
-        already.  ``fingerprint`` is what the file looked like when ``data`` was read."""
+        already.  ``fingerprint`` is what the file looked like when ``data`` was read; ``linked``:
+        the file had other names (hard links) then."""
         digest = hashlib.sha256(data).hexdigest()
         with self.transaction():
             latest = self._latest_row(path)
@@ -312,6 +327,8 @@ class HistoryStore:
                 "INSERT INTO versions(path, name, time_ns, blob, uid, pid, process, via) VALUES (?,?,?,?,?,?,?,?)",
                 (path, name, time_ns, blob, who.uid, who.pid, who.process, who.via))
             version_id = self.conn.last_insert_rowid()
+            self.conn.executemany("INSERT OR IGNORE INTO held(blob, path) VALUES (?, ?)",
+                                  [(blob, path)] + ([(blob, SEVERAL_NAMES)] if linked else []))
             if fingerprint is not None:
                 self.conn.execute("INSERT OR REPLACE INTO seen(path, fingerprint) VALUES (?, ?)", (path, fingerprint))
             else:
@@ -353,12 +370,15 @@ class HistoryStore:
     # -- pruning -------------------------------------------------------------------------------
 
     def prune(self, older_than_ns: int, max_bytes: int) -> int:
-        """Drop versions made before ``older_than_ns``, then the oldest ones while the content
-        takes more than ``max_bytes``; never the newest version of a path.  Returns how many
-        versions went."""
+        """Drop versions replaced before ``older_than_ns`` (a version's age counts from when the
+        next one of its file was made: text that stood unchanged for months and was then
+        clobbered is kept as long as text replaced yesterday), then the oldest ones while the
+        content takes more than ``max_bytes``; never the newest version of a path.  Returns how
+        many versions went."""
         removed = 0
         with self.transaction():
-            removed += self._drop("v.time_ns < ?", (older_than_ns,))
+            removed += self._drop("(SELECT MIN(w.time_ns) FROM versions w WHERE w.path = v.path AND w.id > v.id) < ?",
+                                  (older_than_ns,))
             self._collect()
         while self.size_bytes() > max_bytes:
             with self.transaction():
@@ -368,11 +388,11 @@ class HistoryStore:
                 if not prunable:
                     break
                 # The oldest tenth at a time: each round rewrites what the survivors stood on.
-                cutoff = self.conn.execute(
+                oldest = [r[0] for r in self.conn.execute(
                     "SELECT id FROM versions v WHERE v.blob IS NOT NULL AND v.id < (SELECT MAX(id) FROM versions w "
-                    "WHERE w.path = v.path AND w.blob IS NOT NULL) ORDER BY v.time_ns, v.id LIMIT 1 OFFSET ?",
-                    (max(0, prunable // 10),)).fetchone()[0]
-                removed += self._drop("v.id <= ?", (cutoff,))
+                    "WHERE w.path = v.path AND w.blob IS NOT NULL) ORDER BY v.time_ns, v.id LIMIT ?",
+                    (max(1, prunable // 10),))]
+                removed += self._drop(f"v.id IN ({','.join('?' * len(oldest))})", tuple(oldest))
                 self._collect()
         if removed:
             with self.lock:
@@ -409,7 +429,9 @@ class HistoryStore:
         doomed = [r[0] for r in self.conn.execute("SELECT id FROM blobs") if r[0] not in needed]
         for chunk in range(0, len(doomed), 500):
             part = doomed[chunk : chunk + 500]
-            self.conn.execute(f"DELETE FROM blobs WHERE id IN ({','.join('?' * len(part))})", part)
+            marks = ",".join("?" * len(part))
+            self.conn.execute(f"DELETE FROM blobs WHERE id IN ({marks})", part)
+            self.conn.execute(f"DELETE FROM held WHERE blob IN ({marks})", part)
 
     def _content_unlocked(self, blob: int) -> bytes:
         return self.content(blob)  # the lock is re-entrant

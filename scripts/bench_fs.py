@@ -11,8 +11,12 @@ workload files are plain files, and a second part measures memory files: 2 KiB a
 logs, and the time from close() to the text being found by a search from another connection
 (keyword side; then the vector side once embedded).
 
-The same workload also runs, in the same run, on two reference passthroughs the mount issue
-names: pyfuse3's own example (examples/passthroughfs.py from the installed version's sdist,
+``--load N`` runs N busy loops beside all of it (agents run on busy machines); ``--poll-off``
+adds a memfs mount without busy polling, to show what polling buys or costs.
+
+The same workload also runs, in the same run, on reference passthroughs the mount issues
+name: libfuse's passthrough_hp (the fastest C one, default options, built by the conformance
+kit's ``passthrough_hp.sh``), pyfuse3's own example (examples/passthroughfs.py from the installed version's sdist,
 fetched from PyPI, sha256-checked, with its 0 s entry/attr timeouts set to 1 s -- "tuned") and
 libfuse's C low-level passthrough (passthrough_ll.c as shipped by libfuse3-dev, built with gcc,
 ``-o timeout=1``).  A baseline that cannot be fetched or built is skipped with a note.
@@ -198,6 +202,23 @@ def c_passthrough() -> Path:
 
 
 @contextmanager
+def memfs_mount(base: Path, extra: list[str]) -> Iterator[Path]:
+    """A second memfs mount with other settings, on a workspace of its own."""
+    ws, mnt = base / "ws", base / "mnt"
+    for d in (ws / "memory", mnt):
+        d.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "MEMFS_STATE_DIR": str(base / "state")}
+    out = subprocess.run([sys.executable, "-m", "memfs", "mount", str(ws), str(mnt), *extra], env=env,
+                         capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr)
+    try:
+        yield mnt
+    finally:
+        subprocess.run([sys.executable, "-m", "memfs", "umount", str(mnt)], env=env, capture_output=True)
+
+
+@contextmanager
 def process_mount(argv: list[str], mnt: Path) -> Iterator[Path]:
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
@@ -215,9 +236,25 @@ def process_mount(argv: list[str], mnt: Path) -> Iterator[Path]:
             proc.kill()
 
 
-def baselines(tmp: Path) -> dict[str, Callable[[], AbstractContextManager[Path]]]:
+def passthrough_hp() -> Path:
+    """libfuse's passthrough_hp (the fastest C passthrough), built by the conformance kit's script."""
+    script = Path(os.environ.get("MEMFS_CONFORMANCE", Path(__file__).resolve().parents[2] / "shared" / "conformance"))
+    script = script / "passthrough_hp.sh"
+    if not script.exists():
+        raise RuntimeError(f"{script} missing (set MEMFS_CONFORMANCE)")
+    return script
+
+
+def busy() -> None:
+    while True:
+        pass
+
+
+def baselines(tmp: Path, wanted: list[str]) -> dict[str, Callable[[], AbstractContextManager[Path]]]:
     found: dict[str, Callable[[], AbstractContextManager[Path]]] = {}
-    for name, make in (("pyfuse3 tuned", pyfuse3_example), ("C passthrough_ll", c_passthrough)):
+    makers = (("pyfuse3 tuned", pyfuse3_example), ("C passthrough_ll", c_passthrough),
+              ("C passthrough_hp", passthrough_hp))
+    for name, make in [(n, m) for n, m in makers if n.split()[-1] in wanted]:
         try:
             program = make()
         except Exception as exc:  # a missing baseline must not stop the benchmark
@@ -228,6 +265,8 @@ def baselines(tmp: Path) -> dict[str, Callable[[], AbstractContextManager[Path]]
         mnt.mkdir()
         if program.suffix == ".py":
             argv = [sys.executable, str(program), str(src), str(mnt)]
+        elif program.suffix == ".sh":  # default options, as the issue measures it
+            argv = ["bash", str(program), str(src), str(mnt), "--foreground"]
         else:
             argv = [str(program), "-f", "-o", f"source={src},timeout=1", str(mnt)]
         found[name] = lambda argv=argv, mnt=mnt: process_mount(argv, mnt)
@@ -242,6 +281,11 @@ def main() -> int:
     parser.add_argument("--big-mb", type=int, default=256)
     parser.add_argument("--memory-appends", type=int, default=40)
     parser.add_argument("--no-baselines", action="store_true", help="only native and memfs")
+    parser.add_argument("--baseline", action="append", choices=["tuned", "passthrough_ll", "passthrough_hp"],
+                        help="only these reference passthroughs (default: all three)")
+    parser.add_argument("--load", type=int, default=0, help="busy loops running beside the whole run")
+    parser.add_argument("--poll-off", action="store_true",
+                        help="also a second memfs mount with mount.busy_poll_us=0, to see what polling buys")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="mount setting, e.g. --set mount.watch=false")
     args = parser.parse_args()
@@ -257,7 +301,15 @@ def main() -> int:
     if out.returncode != 0:
         print(out.stderr, file=sys.stderr)
         return 1
-    references = {} if args.no_baselines else baselines(tmp)
+    wanted = args.baseline or ["tuned", "passthrough_ll", "passthrough_hp"]
+    references = {} if args.no_baselines else baselines(tmp, wanted)
+    if args.poll_off:
+        references["memfs poll off"] = lambda: memfs_mount(tmp / "poll-off", [*extra, "--set", "mount.busy_poll_us=0"])
+    import multiprocessing
+
+    loops = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]
+    for loop in loops:
+        loop.start()
     try:
         runs: dict[str, dict[str, list[float]]] = {name: {} for name in ("native", "memfs", *references)}
         big: dict[str, dict[str, float]] = {}
@@ -276,10 +328,13 @@ def main() -> int:
                 big[name] = big_read(root, args.big_mb, args.repeat)
         mem = memory_part(mnt, ws, state, args.memory_appends)
     finally:
+        for loop in loops:
+            loop.terminate()
         subprocess.run([sys.executable, "-m", "memfs", "umount", str(mnt)], env=env, capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"{args.files} files of 2 KiB, {args.appends} appends, median of {args.repeat} runs")
+    print(f"{args.files} files of 2 KiB, {args.appends} appends, median of {args.repeat} runs, "
+          f"{args.load} busy loops beside on {os.cpu_count()} cores")
     others = [name for name in runs if name != "native"]
     print(f"{'metric':<12} {'native':>10} " + " ".join(f"{name:>18}" for name in others) + "   (time, ratio to native)")
     for metric in runs["native"]:

@@ -11,6 +11,7 @@ import pyfuse3
 import pytest
 import trio
 
+from memfs.fs import busypoll
 from memfs.fs import writes as writes_module
 from memfs.fs.busypoll import BusyPoll
 from memfs.fs.inodes import InodeTable
@@ -63,7 +64,9 @@ def test_errors_become_errnos_and_never_escape(tmp_path: Path, caplog: pytest.Lo
     assert "unexpected error in statfs" in caplog.text
 
 
-def test_busy_poll_keeps_polling_through_its_window_then_parks() -> None:
+def test_busy_poll_keeps_polling_through_its_window_then_parks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(busypoll, "runnable_tasks", lambda: 1)  # a quiet machine, whatever this one is doing
+
     async def main() -> None:
         poll = BusyPoll(window_us=300_000)
         async with trio.open_nursery() as nursery:
@@ -79,6 +82,31 @@ def test_busy_poll_keeps_polling_through_its_window_then_parks() -> None:
             poll.touch()
             await trio.sleep(0.01)
             assert not poll.parked  # the next request wakes it again
+            nursery.cancel_scope.cancel()
+
+    trio.run(main)
+
+
+def test_busy_poll_steps_aside_while_the_cores_are_busy(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert busypoll.runnable_tasks() >= 1  # the real count: at least this test is running
+    runnable = [busypoll.CORES + 2]
+    monkeypatch.setattr(busypoll, "runnable_tasks", lambda: runnable[0])
+
+    async def main() -> None:
+        poll = BusyPoll(window_us=300_000)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(poll.run)
+            poll.touch()
+            await trio.sleep(0.01)
+            assert poll.parked  # more tasks than cores: polling would take one from them
+            runnable[0] = 1
+            await trio.sleep(busypoll.CROWD_CHECK_S)
+            poll.touch()
+            await trio.sleep(0.01)
+            assert not poll.parked  # quiet again: it polls
+            runnable[0] = busypoll.CORES + 2
+            await trio.sleep(busypoll.CROWD_CHECK_S + 0.05)
+            assert poll.parked  # and stops mid-window when the machine gets busy
             nursery.cancel_scope.cancel()
 
     trio.run(main)

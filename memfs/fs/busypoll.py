@@ -7,13 +7,32 @@ polling.  Ordinary tools issue their requests back to back (open, write, flush, 
 each request the loop stays awake for ``mount.busy_poll_us`` and picks the next one up without
 the halt.  When no request comes within the window the poller parks and the daemon sleeps
 (no CPU at all while the mount is idle).
+
+Polling only pays while a core would otherwise idle.  On a busy machine (an agent, its model
+client and memfs's own embedding on two cores) the polling loop takes a core from the very
+processes whose requests it waits for, so it is skipped while more tasks are runnable than there
+are cores (the kernel's instantaneous count in /proc/loadavg, read at most every
+``CROWD_CHECK_S``).
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import trio
+
+CROWD_CHECK_S = 0.05  # how stale the "machine is busy" answer may be (reading it costs ~10 us)
+CORES = os.cpu_count() or 1
+
+
+def runnable_tasks() -> int:
+    """Tasks running or waiting for a core right now, this daemon's thread included."""
+    try:
+        with open("/proc/loadavg", "rb") as loadavg:
+            return int(loadavg.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 class BusyPoll:
@@ -22,11 +41,19 @@ class BusyPoll:
         self.last = 0.0
         self.parked = True
         self._wake = trio.Event()
+        self._crowd_checked = -CROWD_CHECK_S
+        self._crowded = False
+
+    def crowded(self, now: float) -> bool:
+        if now - self._crowd_checked >= CROWD_CHECK_S:
+            self._crowd_checked = now
+            self._crowded = runnable_tasks() > CORES
+        return self._crowded
 
     def touch(self) -> None:
         """Called at the start of every request: keep (or start) polling."""
-        self.last = time.perf_counter()
-        if self.parked and self.window > 0:
+        self.last = now = time.perf_counter()
+        if self.parked and self.window > 0 and not self.crowded(now):
             self.parked = False
             self._wake.set()
 
@@ -37,6 +64,6 @@ class BusyPoll:
             # Each pass through trio's scheduler polls epoll with a zero timeout, so a request
             # that arrives meanwhile is picked up at once; epoll_wait releases the GIL, so the
             # indexing threads keep running.
-            while time.perf_counter() - self.last < self.window:
+            while (now := time.perf_counter()) - self.last < self.window and not self.crowded(now):
                 await trio.lowlevel.checkpoint()
             self.parked = True

@@ -72,6 +72,11 @@ class Versions:
         return found
 
     def get(self, rel: str, name: str) -> Version:
+        history = self._history()
+        if not self.privacy.hides(rel):  # the usual case, by its exact name: one row, not the list
+            found = history.store.version(rel, name)
+            if found is not None and found.sha256 not in self._private_digests():
+                return found
         versions = self.list(rel)
         for version in versions:
             if name in (version.name, os.path.splitext(version.name)[0]):  # the extension may be left off

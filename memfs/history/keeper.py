@@ -10,7 +10,6 @@ newest one is not kept again.
 
 from __future__ import annotations
 
-import difflib
 import errno
 import json
 import logging
@@ -237,6 +236,8 @@ class History:
                     f"{rel}@{version.name}")
 
         (a, a_label), (b, b_label) = text(older, False), text(newer, True)
+        import difflib  # here, not at import: every command loads this module, few diff
+
         lines = list(difflib.unified_diff(a, b, a_label, b_label))
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 

@@ -279,15 +279,21 @@ class Passthrough(pyfuse3.Operations):
         rel = self.inodes.path(inode)
         prefix = f"{rel}/" if rel else ""
         entries = []
-        with os.scandir(self.full(rel)) as it:
-            for entry in it:
-                name = os.fsdecode(entry.name)
-                try:
-                    st = entry.stat(follow_symlinks=False)
-                except FileNotFoundError:
-                    continue
-                if not self.hidden(prefix + name, st):
-                    entries.append((name, st))
+        # Listed through a descriptor: each entry is stat'ed relative to it, so a folder whose
+        # children's full paths pass PATH_MAX lists like any other.
+        fd = os.open(self.full(rel), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            with os.scandir(fd) as it:
+                for entry in it:
+                    name = os.fsdecode(entry.name)
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except FileNotFoundError:
+                        continue
+                    if not self.hidden(prefix + name, st):
+                        entries.append((name, st))
+        finally:
+            os.close(fd)
         entries.sort(key=lambda e: e[0])
         fh = self._new_fh()
         self.dirs[fh] = DirHandle(inode, entries, dots=self.dot_entries(inode, rel))

@@ -188,6 +188,21 @@ def test_the_cli_finds_a_deleted_file_from_where_the_caller_stands(mounted) -> N
     assert (mnt / "memory" / "draft.md").read_text() == "- a draft\n"
 
 
+def test_concurrent_appenders_leave_a_history_that_only_grows(mounted) -> None:
+    log = mounted.mnt / "memory" / "2026-11-17.md"
+    script = f"for i in $(seq 40); do echo \"- w$W $i\" >> '{log}'; done"
+    writers = [subprocess.Popen(["bash", "-c", script], env={**os.environ, "W": str(w)}) for w in range(4)]
+    for writer in writers:
+        assert writer.wait(timeout=60) == 0
+    time.sleep(0.5)  # the watcher has seen the echoes
+    kept = list(versions_on(mounted.mnt, "memory/2026-11-17.md").values())
+    assert kept[-1] == log.read_bytes() and len(log.read_bytes().splitlines()) == 160
+    for older, newer in zip(kept, kept[1:]):  # each version is an earlier state of the log: a prefix
+        assert newer.startswith(older) and newer != older
+    vias = [v["via"] for v in history_json(mounted, "memory/2026-11-17.md")["versions"]]
+    assert set(vias) == {"mount"}, f"{vias.count('watcher')} of {len(vias)} credited to the watcher"
+
+
 SLOW_WRITER = r"""
 import sys, time
 with open(sys.argv[1], sys.argv[2]) as f:

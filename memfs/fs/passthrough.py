@@ -486,7 +486,7 @@ class Passthrough(pyfuse3.Operations):
     async def write(self, fh: int, off: int, buf: bytes) -> int:
         handle = self.handles[fh]
         if not handle.dirty and handle.who is not None:
-            await self.writes.before_change(handle.path)  # the first write since the last version
+            await self.writes.before_change(handle.path, own_handles=1)  # the first write since the last version
         written = os.pwrite(handle.fd, buf, off)
         handle.dirty = handle.written = True
         return written

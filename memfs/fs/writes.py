@@ -105,12 +105,15 @@ class MemoryWrites:
         """The caller of a FUSE request, as its versions record it."""
         return Provenance.of_process(MOUNT, uid, pid)
 
-    async def before_change(self, rel: str) -> None:
+    async def before_change(self, rel: str, own_handles: int = 0) -> None:
         """``rel`` is about to be truncated, written, replaced or removed through the mount: what
         it holds is kept first if the history does not have it yet (it was changed beside the
-        mount and the watcher has not caught up).  Cheap when it has: one stat, one lookup."""
+        mount and the watcher has not caught up).  Cheap when it has: one stat, one lookup.
+        ``own_handles``: how many of the file's open writers are the caller's own."""
         if not self.is_memory(rel):
             return
+        if self.writing.get(rel, 0) > own_handles:
+            return  # what it holds that is not kept is another writer's, kept when that one closes
         history = self.memory.history
         if history is not None and history.unseen(rel):
             await trio.to_thread.run_sync(self.memory.before_change, rel)

@@ -146,13 +146,17 @@ class History:
         return self._take(rel, who, beside=who is BESIDE)
 
     def _take(self, rel: str, who: Provenance, beside: bool) -> Version | None:
-        snap = self._snapshot(rel)
-        if snap is None:
-            return None
-        now = time.time_ns()
-        # Made beside the mount: the file's own time says when (never later than now).
-        when = min(snap.mtime_ns, now) if beside else now
-        version = self.store.add(rel, snap.data, when, who, snap.fingerprint or None, snap.linked)
+        # Read and recorded in one write transaction: of two closes racing (threads of one mount,
+        # or two processes), the one that read later commits later, so the newest version is
+        # never an older read of the file (concurrent `echo >>` from several shells).
+        with self.store.transaction():
+            snap = self._snapshot(rel)
+            if snap is None:
+                return None
+            now = time.time_ns()
+            # Made beside the mount: the file's own time says when (never later than now).
+            when = min(snap.mtime_ns, now) if beside else now
+            version = self.store.add(rel, snap.data, when, who, snap.fingerprint or None, snap.linked)
         if version is not None:
             log.debug("history: %s %s (%d bytes, via %s)", rel, version.name, version.size, who.via)
             self._since_prune += 1

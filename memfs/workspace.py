@@ -10,13 +10,18 @@ from __future__ import annotations
 import datetime as dt
 import enum
 import fnmatch
+import functools
+import logging
 import os
 import re
 import shutil
+import time
 import zoneinfo
 from pathlib import Path, PurePosixPath
 
 from memfs.config import Config
+
+log = logging.getLogger(__name__)
 
 
 def _template_dir() -> Path:
@@ -94,9 +99,24 @@ def daily_date(relpath: str) -> dt.date | None:
         return None
 
 
+@functools.cache
+def _check_tz_variable() -> None:
+    """The C library takes a TZ it does not know (a typo: America/New_Yrok) as UTC without a
+    word, and every "today" is then a UTC one: say so, once."""
+    value = os.environ.get("TZ", "")
+    if not value or time.timezone or time.daylight or time.tzname[0] in ("UTC", "GMT", "UCT", "Zulu"):
+        return
+    try:
+        zoneinfo.ZoneInfo(value.lstrip(":"))
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        log.warning("TZ=%s is not a time zone this machine knows: dates are taken in UTC "
+                    "(set bundle.timezone, or TZ to a name from /usr/share/zoneinfo)", value)
+
+
 def timezone(name: str) -> dt.tzinfo:
     """A configured time zone name; empty means the machine's local zone."""
     if not name:
+        _check_tz_variable()
         local = dt.datetime.now().astimezone().tzinfo
         assert local is not None
         return local

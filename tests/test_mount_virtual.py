@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -226,3 +227,14 @@ def test_real_search_and_context_folders_are_reachable_with_a_prefix(workspace: 
     with pytest.raises(OSError) as raised:
         (mnt / ".memfs" / "search" / "x.md").write_text("no")
     assert raised.value.errno == errno.EROFS
+
+
+def test_a_rendered_file_s_time_moves_when_its_content_does(mounted) -> None:
+    bundle = mounted.mnt / "context" / "main.md"
+    before = os.stat(bundle).st_mtime_ns
+    assert os.stat(bundle).st_mtime_ns == before  # nothing changed: the same time
+    time.sleep(0.05)
+    with open(mounted.mnt / "MEMORY.md", "a") as memory_md:
+        memory_md.write("- the spare key is under the blue flowerpot\n")
+    after = os.stat(bundle)
+    assert after.st_mtime_ns > before and b"blue flowerpot" in bundle.read_bytes()

@@ -48,3 +48,19 @@ def test_relative_rejects_escapes(tmp_path: Path) -> None:
     for bad in ("../x", "/etc/passwd", "link", "memory/../../x"):
         with pytest.raises(OutsideWorkspace):
             relative(tmp_path, bad)
+
+
+def test_a_tz_the_machine_does_not_know_is_named_not_silently_taken_as_utc(monkeypatch, caplog) -> None:
+    import time
+
+    from memfs import workspace
+
+    for value, warned in (("America/New_Yrok", True), ("America/New_York", False), ("UTC", False)):
+        monkeypatch.setenv("TZ", value)
+        time.tzset()
+        workspace._check_tz_variable.cache_clear()
+        caplog.clear()
+        workspace.timezone("")
+        assert ("TZ=America/New_Yrok is not a time zone" in caplog.text) is warned, value
+    monkeypatch.undo()
+    time.tzset()

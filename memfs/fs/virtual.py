@@ -196,7 +196,10 @@ class VirtualTree:
         # still waiting for vectors).  Bundles read any file and status changes by the second.
         cacheable = self.is_search(node) and not self.memory.pending
         if node.rendered_at != generation or not cacheable:
-            node.content = node.render()
+            content = node.render()
+            if content != node.content or node.mtime_ns is None:
+                node.mtime_ns = time.time_ns()  # so tools that compare size and time see a change
+            node.content = content
             node.rendered_at = generation
         return node.content
 

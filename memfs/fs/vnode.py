@@ -26,4 +26,4 @@ class VNode:
     hkind: str = ""  # "dir" (a folder of paths), "file" (a file's versions), "version", "diffdir", "diff"
     hpath: str = ""  # the workspace path (or folder) a history node is about
     size: int | None = None  # known without rendering (a version): stat answers from it
-    mtime_ns: int | None = None  # a version's time
+    mtime_ns: int | None = None  # a version's time; a rendered file's last change

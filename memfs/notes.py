@@ -12,11 +12,11 @@ import datetime as dt
 import os
 import re
 import stat
-import tempfile
 import threading
 from pathlib import Path
 
 from memfs.privacy import Privacy, resolve_within
+from memfs.replacing import staged_replacement
 
 MAX_APPEND_CHARS = 100_000
 
@@ -86,17 +86,6 @@ def daily_entry(text: str, moment: dt.datetime) -> str:
 
 
 _rewrite_lock = threading.Lock()  # one section append at a time in this process (MCP tools run in threads)
-
-
-def _umask() -> int:
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return 0o022
 
 
 def _check_section(section: str) -> None:
@@ -178,18 +167,8 @@ def _append_to_section(path: Path, rel: str, section: str, text: str) -> None:
             new = insert_in_section(old.replace("\r\n", "\n"), section, text.replace("\r\n", "\n"))
             if crlf:
                 new = new.replace("\n", "\r\n")
-            handle, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            temp = staged_replacement(path, new.encode("utf-8"), before)
             try:
-                with os.fdopen(handle, "wb") as out:
-                    out.write(new.encode("utf-8"))
-                    out.flush()
-                    os.fsync(out.fileno())
-                if before is not None:
-                    os.chmod(temp, stat.S_IMODE(before.st_mode))
-                    if os.geteuid() == 0:
-                        os.chown(temp, before.st_uid, before.st_gid)
-                else:
-                    os.chmod(temp, 0o666 & ~_umask())
                 try:
                     now = path.stat()
                 except FileNotFoundError:
@@ -202,5 +181,5 @@ def _append_to_section(path: Path, rel: str, section: str, text: str) -> None:
                 os.replace(temp, path)
                 return
             finally:
-                Path(temp).unlink(missing_ok=True)
+                temp.unlink(missing_ok=True)
         raise AppendError(f"{rel} kept changing while the text was being added; nothing was written, try again")

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import stat
-import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pathlib import Path
 from memfs.config import Config
 from memfs.history.provenance import BESIDE, Provenance
 from memfs.history.store import HistoryError, HistoryStore, Version
+from memfs.replacing import staged_replacement, sync_folder
 from memfs.workspace import is_memory
 
 log = logging.getLogger(__name__)
@@ -260,27 +260,15 @@ class History:
             existing: os.stat_result | None = os.stat(target)
         except FileNotFoundError:
             existing = None
-        fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".restore")
+        temp: Path | None = None
         try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            if existing is not None:
-                os.chmod(temp, stat.S_IMODE(existing.st_mode))
-                if os.geteuid() == 0:
-                    os.chown(temp, existing.st_uid, existing.st_gid)
-            else:
-                os.chmod(temp, 0o644)
+            temp = staged_replacement(target, data, existing, suffix=".restore")
             os.replace(temp, target)
+            sync_folder(target.parent)
         except OSError as exc:
-            Path(temp).unlink(missing_ok=True)
+            if temp is not None:
+                temp.unlink(missing_ok=True)
             raise HistoryError(f"{rel}: {os.strerror(exc.errno or errno.EIO)}") from None
-        dirfd = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(dirfd)
-        finally:
-            os.close(dirfd)
         return self.changed(rel, who)
 
     def status(self) -> dict[str, object]:

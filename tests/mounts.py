@@ -85,3 +85,13 @@ def unmount(m: Mounted) -> None:
     deadline = time.monotonic() + 10
     while is_mounted(m.mnt) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def wait_until(predicate, timeout: float = 30.0, step: float = 0.05) -> bool:
+    """Poll ``predicate`` until it holds or ``timeout`` passes; its last answer."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mounts import is_mounted, memfs_cli
+from mounts import is_mounted, memfs_cli, wait_until
 
 pytestmark = pytest.mark.fuse
 
@@ -31,15 +31,6 @@ def history_json(m, rel: str, *extra: str) -> dict:
     out = memfs_cli("history", rel, "--json", "-w", str(m.workspace), *extra, env={"MEMFS_STATE_DIR": str(m.state)})
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
-
-
-def wait_for(predicate, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_every_program_s_rewrite_leaves_the_earlier_content_readable(mounted) -> None:
@@ -85,7 +76,7 @@ def test_every_program_s_rewrite_leaves_the_earlier_content_readable(mounted) ->
     vim_version = listed["versions"][1]["version"]
     out = memfs_cli("restore", "MEMORY.md", vim_version, "-w", str(ws), env={"MEMFS_STATE_DIR": str(mounted.state)})
     assert out.returncode == 0, out.stderr
-    assert wait_for(lambda: (mnt / "MEMORY.md").exists() and (mnt / "MEMORY.md").read_bytes() == contents[1])
+    assert wait_until(lambda: (mnt / "MEMORY.md").exists() and (mnt / "MEMORY.md").read_bytes() == contents[1])
     after = history_json(mounted, "MEMORY.md")
     assert after["deleted"] is None and after["versions"][-1]["via"] == "cli"
     assert after["versions"][-1]["sha256"] == listed["versions"][1]["sha256"]
@@ -123,7 +114,7 @@ def test_a_shared_mount_has_no_history_of_private_files(workspace: Path, tmp_pat
     (main.mnt / "MEMORY.md").write_text("# Memory\n- rewritten\n")
     (main.mnt / "memory" / "2026-11-22.md").write_text("- public note\n")
     assert SECRET.encode() in b"".join(versions_on(main.mnt, "MEMORY.md").values())
-    assert wait_for(lambda: (shared.mnt / "history" / "memory" / "2026-11-22.md").exists())
+    assert wait_until(lambda: (shared.mnt / "history" / "memory" / "2026-11-22.md").exists())
     assert "MEMORY.md" not in os.listdir(shared.mnt / "history")
     with pytest.raises(FileNotFoundError):
         os.stat(shared.mnt / "history" / "MEMORY.md")
@@ -141,7 +132,7 @@ def test_changes_beside_the_mount_are_kept_by_the_watcher(mounted) -> None:
     ws = mounted.workspace
     before = (ws / "MEMORY.md").read_bytes()
     (ws / "MEMORY.md").write_text("# Memory\n- edited beside the mount\n")
-    assert wait_for(lambda: len(versions_on(mounted.mnt, "MEMORY.md")) == 2)
+    assert wait_until(lambda: len(versions_on(mounted.mnt, "MEMORY.md")) == 2)
     kept = list(versions_on(mounted.mnt, "MEMORY.md").values())
     assert kept == [before, b"# Memory\n- edited beside the mount\n"]
     assert history_json(mounted, "MEMORY.md")["versions"][-1]["via"] == "watcher"

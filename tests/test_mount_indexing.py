@@ -8,22 +8,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 from conftest import write
+from mounts import wait_until
 
 pytestmark = pytest.mark.fuse
-
-
-def wait_until(predicate, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def test_search_right_after_close_sees_the_write(mounted) -> None:

@@ -13,18 +13,9 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from mounts import clean_env, is_mounted, memfs_cli
+from mounts import clean_env, is_mounted, memfs_cli, wait_until
 
 pytestmark = pytest.mark.fuse
-
-
-def wait_until(predicate, timeout: float = 30.0, step: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(step)
-    return predicate()
 
 
 def test_preflight_errors_mount_nothing(workspace: Path, tmp_path: Path) -> None:

@@ -6,16 +6,14 @@ reaches it as ``workspace + "/" + path``, which can be longer than the kernel ta
 instead: the folder is opened a piece at a time (``O_PATH``, each piece shorter than PATH_MAX)
 and the file is named ``/proc/self/fd/<folder>/<name>``, which every path-taking system call
 accepts, so the rest of the daemon keeps using plain paths.  The folder's descriptor lives until
-the FUSE request that needed it ends (:func:`request_scope`, entered by every guarded handler).
+the FUSE request that needed it ends (:func:`request_ended`, called by every guarded handler).
 Short paths, nearly all of them, are returned as they are at the cost of one length check.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import os
-from collections.abc import Iterator
 
 PATH_MAX = 4096  # Linux's, including the terminating NUL: a usable path is at most 4095 bytes
 _FOLDER_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
@@ -24,17 +22,18 @@ _FOLDER_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
 _opened: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memfs_long_path_fds", default=None)
 
 
-@contextlib.contextmanager
-def request_scope() -> Iterator[None]:
-    """Close, when the request ends, the folders :func:`reachable` opened for it."""
+def request_started() -> tuple[contextvars.Token[list[int] | None], list[int]]:
+    """Open a request's scope (every guarded handler, so kept to two calls, not a context
+    manager: this runs for each FUSE request); pass what it returns to :func:`request_ended`."""
     fds: list[int] = []
-    token = _opened.set(fds)
-    try:
-        yield
-    finally:
-        _opened.reset(token)
-        for fd in fds:
-            os.close(fd)
+    return _opened.set(fds), fds
+
+
+def request_ended(token: contextvars.Token[list[int] | None], fds: list[int]) -> None:
+    """Close the folders :func:`reachable` opened for the request."""
+    _opened.reset(token)
+    for fd in fds:
+        os.close(fd)
 
 
 def _open_folder(path: bytes) -> int:

@@ -23,7 +23,7 @@ import trio
 from pyfuse3 import FUSEError
 
 from memfs.fs.inodes import ROOT, InodeTable
-from memfs.fs.longpaths import reachable, request_scope
+from memfs.fs.longpaths import reachable, request_ended, request_started
 from memfs.fs.writes import MemoryWrites
 
 log = logging.getLogger(__name__)
@@ -47,9 +47,9 @@ def guarded(owner: Passthrough, method: Callable[..., Awaitable[Any]]) -> Callab
 
     async def handler(*args: Any) -> Any:
         owner.on_request()
+        scope = request_started()
         try:
-            with request_scope():
-                return await method(*args)
+            return await method(*args)
         except FUSEError:
             raise
         except OSError as exc:
@@ -63,6 +63,8 @@ def guarded(owner: Passthrough, method: Callable[..., Awaitable[Any]]) -> Callab
         except Exception:
             log.exception("unexpected error in %s%r", name, args[:2])
             raise FUSEError(errno.EIO) from None
+        finally:
+            request_ended(*scope)
 
     handler.__name__ = name
     return handler

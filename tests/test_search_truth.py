@@ -44,6 +44,54 @@ def test_a_strong_meaning_only_match_passes_the_default(facts, query: str, expec
     assert all(expected not in r.snippet for r in results[1:])  # the other facts are not dragged in
 
 
+TEMPLATE_FACTS = """# Long-term Memory
+
+Curated, durable facts. Edit in place; keep it short; replace outdated facts.
+
+## User Preferences
+
+- Prefers tea, no sugar.
+- The user is allergic to penicillin.
+- Works remotely from Lisbon.
+
+## People
+
+- Wife: Priya Raman
+- Manager: Tom Okafor
+- Dog: Biscuit (a beagle)
+
+## Projects
+"""
+
+
+@pytest.mark.parametrize("query,expected,line", [
+    ("medication allergy", "penicillin", 8),  # the heading "User Preferences" diluted it to 0.39
+    ("what is my spouse called", "Priya Raman", 13),  # the key says what the name is (was 0.16)
+    ("who is my wife", "Priya Raman", 13),
+])
+def test_a_fact_in_a_list_under_a_heading_passes_the_default(workspace: Path, make_memory, query: str,
+                                                             expected: str, line: int) -> None:
+    write(workspace / "MEMORY.md", TEMPLATE_FACTS)
+    memory = make_memory(workspace)
+    memory.index()
+    results = memory.search(query).results
+    assert results and expected in results[0].snippet, (query, [(r.snippet, r.score) for r in results])
+    assert results[0].start_line <= line <= results[0].end_line
+    assert results[0].score >= memory.cfg.search.min_score
+
+
+def test_results_of_one_file_never_overlap(workspace: Path, make_memory) -> None:
+    write(workspace / "MEMORY.md", TEMPLATE_FACTS)
+    memory = make_memory(workspace)
+    memory.index()
+    for query in ("medication allergy", "who is my boss", "pet", "tea", "where does the user live"):
+        results = memory.search(query, min_score=0, max_results=10).results
+        spans = [(r.start_line, r.end_line) for r in results if r.path == "MEMORY.md"]
+        for i, (a, b) in enumerate(spans):
+            for c, d in spans[i + 1:]:
+                assert b < c or d < a, (query, spans)
+
+
 def test_a_weaker_meaning_match_still_ranks_first(facts) -> None:
     # "drug intolerance" is further from the penicillin line (cosine .45) than the dev set's
     # unrelated look-alikes are on average; below min_score, but the order is still right.

@@ -36,7 +36,8 @@ from memfs.workspace import FileKind, classify, daily_date, iter_memory_files
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 4  # 3: chunks carry units; 4: the model reads text without Markdown marks
+CHUNKER_VERSION = 5  # 3: chunks carry units; 4: the model reads text without Markdown marks;
+# 5: facts (list items, key: value lines) are units with twins
 Progress = Callable[[int, int], None]
 
 

@@ -343,7 +343,7 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     if not units:
         return Scored([], {}, {})
     weights = query_weights(store, terms, include_private)
-    coverage = np.array([scoring.keyword_coverage(weights, stems(u.embedding_text)) for u in units])
+    coverage = np.array([scoring.keyword_coverage(weights, stems(u.keyword_text)) for u in units])
     if query_vector is not None:
         query_array = np.asarray(query_vector, dtype=np.float32)
         unit_cos = _vectors(units, len(query_array)) @ query_array
@@ -360,7 +360,9 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     by_chunk: dict[int, list[StoredUnit]] = {}
     for index, unit in enumerate(units):
         chunk = chunks[unit.chunk_id]
-        by_chunk.setdefault(unit.chunk_id, []).append(unit)
+        in_chunk = by_chunk.setdefault(unit.chunk_id, [])
+        if not in_chunk or (in_chunk[-1].start_line, in_chunk[-1].end_line) != (unit.start_line, unit.end_line):
+            in_chunk.append(unit)  # twins (units.twins) are one passage of the file
         if not scope.day_ok(unit_day(chunk.path, unit)):
             continue
         item = _Scored(unit, chunk, float(scores[index]), float(coverage[index]), float(unit_cos[index]),
@@ -375,7 +377,12 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     # calibration would give it 0.27, its prior).
     own = scoring.fuse(coverage, own_cos, own_cos)
     growable = np.where(np.isnan(own_cos) & (coverage == 0), 0.0, own)
-    return Scored(ranked, by_chunk, {u.id: float(growable[i]) for i, u in enumerate(units)})
+    evidence: dict[tuple[int, int, int], float] = {}
+    for i, u in enumerate(units):
+        key = (u.chunk_id, u.start_line, u.end_line)
+        evidence[key] = max(evidence.get(key, 0.0), float(growable[i]))
+    return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, u.start_line, u.end_line)]
+                                     for in_chunk in by_chunk.values() for u in in_chunk})
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:
@@ -393,14 +400,17 @@ def _unit_vector(unit: StoredUnit) -> np.ndarray | None:
     return np.frombuffer(unit.vector, dtype=np.float16).astype(np.float32) if unit.vector else None
 
 
-def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int) -> tuple[int, int, str]:
+def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int,
+            taken: list[tuple[int, int]] = ()) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
     its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
     heading of something else), all within ``limit`` characters: (first line, last line,
-    snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed."""
+    snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed.
+    It never takes lines of ``taken`` (what earlier results of the file show)."""
     chunk = item.chunk
-    position = next(i for i, u in enumerate(order) if u.id == item.unit.id)
+    position = next(i for i, u in enumerate(order)
+                    if (u.start_line, u.end_line) == (item.unit.start_line, item.unit.end_line))
     lines = chunk.text.split("\n") if not chunk.jsonl else []
 
     def span(first: int, last: int) -> str:
@@ -410,6 +420,9 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
         if lines:
             return span(order[lo].start_line, order[hi].end_line)
         return "\n".join(u.text for u in order[lo : hi + 1])
+
+    def free(first: int, last: int) -> bool:
+        return not any(a <= last and first <= b for a, b in taken)
 
     lo = hi = position
     text = text_of(lo, hi)
@@ -430,12 +443,14 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
 
     while True:
         options = []
-        if lo > 0 and order[lo].start_line - order[lo - 1].end_line - 1 <= MERGE_GAP:
+        if (lo > 0 and order[lo].start_line - order[lo - 1].end_line - 1 <= MERGE_GAP
+                and free(order[lo - 1].start_line, order[lo - 1].end_line)):
             strength = joins(order[lo - 1])
             candidate = text_of(lo - 1, hi)
             if strength is not None and len(candidate) <= limit:
                 options.append((strength, lo - 1, hi, candidate))
-        if hi < len(order) - 1 and order[hi + 1].start_line - order[hi].end_line - 1 <= MERGE_GAP:
+        if (hi < len(order) - 1 and order[hi + 1].start_line - order[hi].end_line - 1 <= MERGE_GAP
+                and free(order[hi + 1].start_line, order[hi + 1].end_line)):
             strength = joins(order[hi + 1])
             candidate = text_of(lo, hi + 1)
             if strength is not None and len(candidate) <= limit:
@@ -449,7 +464,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     above = first - 1
     while above >= chunk.start_line and first - above <= MERGE_GAP and not lines[above - chunk.start_line].strip():
         above -= 1
-    if (above >= chunk.start_line and lines[above - chunk.start_line].strip()
+    if (above >= chunk.start_line and lines[above - chunk.start_line].strip() and free(above, first - 1)
             and not order[lo].text.lstrip().startswith("#")):
         candidate = span(above, last)
         if len(candidate) <= limit:
@@ -457,7 +472,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     below = last + 1
     while below <= chunk.end_line and below - last <= MERGE_GAP and not lines[below - chunk.start_line].strip():
         below += 1
-    if (below <= chunk.end_line and lines[below - chunk.start_line].strip()
+    if (below <= chunk.end_line and lines[below - chunk.start_line].strip() and free(last + 1, below)
             and not lines[below - chunk.start_line].lstrip().startswith("#")):
         candidate = span(first, below)
         if len(candidate) <= limit:
@@ -487,9 +502,9 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
     while remaining and len(results) < params.max_results:
         item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr)
         spans = shown.get(item.chunk.path, [])
-        if any(a <= item.unit.start_line and item.unit.end_line <= b for a, b in spans):
-            continue  # already in an earlier result's snippet
-        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars)
+        if any(a <= item.unit.end_line and item.unit.start_line <= b for a, b in spans):
+            continue  # shown (in part) by an earlier result: two results never overlap
+        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars, spans)
         shown.setdefault(item.chunk.path, []).append((start, end))
         if item.unit.vector:
             chosen.append(np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32))

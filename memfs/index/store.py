@@ -36,7 +36,8 @@ from memfs.workspace import FileKind
 
 _KINDS = {kind.value for kind in FileKind}
 
-SCHEMA_VERSION = "4"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail
+SCHEMA_VERSION = "5"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
+# 5: a unit's reading (twins of facts)
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan.
 MATRIX_MIN_VECTORS = 20_000
 VEC_KNN_MAX = 4096  # sqlite-vec's largest k
@@ -83,10 +84,15 @@ class StoredUnit:
     text: str
     context: str
     vector: bytes | None  # float16, unit length; None until embedded
+    reading: str = ""  # what the model reads instead of context and text (memfs.index.units)
+
+    @property
+    def keyword_text(self) -> str:
+        return plain(f"{self.context}\n{self.text}" if self.context else self.text)
 
     @property
     def embedding_text(self) -> str:
-        return plain(f"{self.context}\n{self.text}" if self.context else self.text)
+        return self.reading or self.keyword_text
 
 
 class StoreError(RuntimeError):
@@ -200,7 +206,7 @@ class Store:
                 CREATE TABLE IF NOT EXISTS units(
                     id INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, start_line INTEGER NOT NULL,
                     end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
-                    context TEXT NOT NULL DEFAULT '', vector BLOB);
+                    context TEXT NOT NULL DEFAULT '', vector BLOB, reading TEXT NOT NULL DEFAULT '');
                 CREATE INDEX IF NOT EXISTS units_chunk ON units(chunk_id);
                 CREATE INDEX IF NOT EXISTS units_pending ON units(id) WHERE vector IS NULL;
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
@@ -337,10 +343,10 @@ class Store:
                 for unit, unit_hash in zip(chunk.units, hashes):
                     unit_vector = cached.get(unit_hash)
                     conn.execute(
-                        "INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        "INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                         (chunk_id, unit.start_line, unit.end_line, unit_hash, unit.text, unit.context,
-                         half(unit_vector) if unit_vector is not None else None),
+                         half(unit_vector) if unit_vector is not None else None, unit.reading),
                     )
                     if unit_vector is None and vec:
                         pending += 1
@@ -432,7 +438,7 @@ class Store:
     def pending_units(self, limit: int) -> list[StoredUnit]:
         with self.lock:
             rows = self.conn.execute(
-                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector FROM units "
+                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector, reading FROM units "
                 "WHERE vector IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
         return [StoredUnit(*r) for r in rows]
 
@@ -456,8 +462,8 @@ class Store:
         marks = ",".join("?" * len(wanted))
         with self.lock:
             rows = self.conn.execute(
-                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector FROM units "
-                f"WHERE chunk_id IN ({marks}) ORDER BY chunk_id, start_line", wanted).fetchall()
+                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector, reading FROM units "
+                f"WHERE chunk_id IN ({marks}) ORDER BY chunk_id, start_line, id", wanted).fetchall()
         return [StoredUnit(*r) for r in rows]
 
     def store_vectors(

@@ -15,6 +15,16 @@ Units cite 1-based lines like chunks do, so a search result can cite exactly wha
 The embedding model reads text without Markdown's marks (:func:`plain`): it learned from prose,
 and "## Health / - The user is allergic to penicillin." is further from "medication allergy"
 (cosine 0.47) than "Health / The user is allergic to penicillin." (0.58).
+
+Facts written as list items or ``key: value`` lines (MEMORY.md as the template shapes it) are
+each their own unit, with the path of headings above them (``User Preferences / Health``) as
+context.  A heading helps the vector when it names the topic ("Health") and dilutes it when it is
+generic: "medication allergy" meets "User Preferences / The user is allergic to penicillin." at
+0.45 and the item alone at 0.57.  So such a unit has a *twin* over the same lines that the model
+reads without its context (``reading``); search keeps whichever of the two scores higher, and
+both carry the headings in the keyword signal.  A ``key: value`` line has a third reading, its key
+alone: the value is often a name the model knows nothing about ("Priya Raman" is 0.16 from "what is
+my spouse called") while the key says what it is ("Wife": 0.56; the whole line: 0.41).
 """
 
 from __future__ import annotations
@@ -24,6 +34,15 @@ from dataclasses import dataclass
 
 WINDOW_LINES = 4  # a plain block longer than this is cut into windows of this many lines
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s")
+# A ``key: value`` fact: a label of at most KEY_WORDS words and a value of at most VALUE_WORDS words
+# (a label names an attribute: "Wife", "Favourite food", "Home city"; a longer value is prose whose
+# own words carry its meaning, and "Caroline: I went to the support group..." is a turn of dialogue,
+# not a fact whose key says what it is).  A URL's scheme or a time ("at 10:30") is not a key.
+KEY_WORDS = 4
+VALUE_WORDS = 8
+_KEY_VALUE = re.compile(r"^\s{0,3}(?:(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?)?"
+                        r"(?:\*\*|__)?(?P<key>[^\W\d_][^:\n]{0,40}?)(?:\*\*|__)?\s*:(?:\*\*|__)?\s+(?P<value>\S.*)$")
+_HEADING_LEVEL = re.compile(r"^\s{0,3}(#{1,6})\s")
 _MARKS = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?)+")
 
 
@@ -38,11 +57,40 @@ class Unit:
     start_line: int
     end_line: int
     text: str  # the unit's non-blank lines, joined with newlines
-    context: str = ""  # the heading above it, when the unit does not include it
+    context: str = ""  # the headings above it, when the unit does not include them
+    reading: str = ""  # what the model reads instead of context and text (a twin, see above)
+
+    @property
+    def keyword_text(self) -> str:
+        """What the keyword signal reads: the unit with its headings."""
+        return plain(f"{self.context}\n{self.text}" if self.context else self.text)
 
     @property
     def embedding_text(self) -> str:
-        return plain(f"{self.context}\n{self.text}" if self.context else self.text)
+        return self.reading or self.keyword_text
+
+
+def key_of(line: str) -> str | None:
+    """The key of a ``key: value`` fact line, or None."""
+    match = _KEY_VALUE.match(line)
+    if match is None or _is_heading(line):
+        return None
+    key, value = match.group("key").strip(), match.group("value").strip()
+    if not key or len(key.split()) > KEY_WORDS or len(value.split()) > VALUE_WORDS or value.startswith("//"):
+        return None
+    return key
+
+
+def twins(unit: Unit) -> list[Unit]:
+    """A fact unit (a list item or a key: value line under a heading) with its other readings."""
+    out = [unit]
+    alone = plain(unit.text)
+    if unit.context and alone.strip():
+        out.append(Unit(unit.start_line, unit.end_line, unit.text, unit.context, alone))
+    key = key_of(unit.text) if "\n" not in unit.text else None
+    if key is not None:
+        out.append(Unit(unit.start_line, unit.end_line, unit.text, unit.context, key))
+    return out
 
 
 def _is_heading(line: str) -> bool:
@@ -66,10 +114,13 @@ def _blocks(numbered: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
 
 def _pieces(block: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
     """A block cut into list items, or into windows of WINDOW_LINES lines."""
-    if any(_LIST_ITEM.match(line) for _, line in block):
+    def starts_item(line: str) -> bool:
+        return bool(_LIST_ITEM.match(line)) or key_of(line) is not None
+
+    if any(starts_item(line) for _, line in block):
         items: list[list[tuple[int, str]]] = []
         for number, line in block:
-            if _LIST_ITEM.match(line) or not items:
+            if starts_item(line) or not items:
                 items.append([(number, line)])
             else:
                 items[-1].append((number, line))
@@ -77,22 +128,52 @@ def _pieces(block: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
     return [block[i : i + WINDOW_LINES] for i in range(0, len(block), WINDOW_LINES)]
 
 
+class _Headings:
+    """The path of headings above a line: ``## User Preferences`` then ``### Health`` gives both.
+    A document's title (``#``) counts only when nothing deeper is open: it names the file, not
+    the topic."""
+
+    def __init__(self) -> None:
+        self.open: list[tuple[int, str]] = []
+
+    def enter(self, line: str) -> None:
+        match = _HEADING_LEVEL.match(line)
+        level = len(match.group(1)) if match else 1
+        while self.open and self.open[-1][0] >= level:
+            self.open.pop()
+        self.open.append((level, line.strip()))
+
+    @property
+    def path(self) -> str:
+        deeper = [text for level, text in self.open if level >= 2]
+        return "\n".join(deeper or [text for _, text in self.open])
+
+
+def _is_fact(line: str) -> bool:
+    return bool(_LIST_ITEM.match(line)) or key_of(line) is not None
+
+
 def markdown_units(numbered: list[tuple[int, str]]) -> list[Unit]:
     units: list[Unit] = []
-    heading = ""
+    headings = _Headings()
     pending: tuple[int, str] | None = None  # a heading waiting for the block under it
     for block in _blocks(numbered):
         if len(block) == 1 and _is_heading(block[0][1]):
             if pending is not None:
                 units.append(Unit(pending[0], pending[0], pending[1]))  # a heading with nothing under it
             pending = block[0]
-            heading = block[0][1].strip()
+            headings.enter(block[0][1])
             continue
         if _is_heading(block[0][1]):
-            heading = block[0][1].strip()
+            headings.enter(block[0][1])
             if pending is not None:
                 units.append(Unit(pending[0], pending[0], pending[1]))
             pending, block = block[0], block[1:]
+        if pending is not None and block and _is_fact(block[0][1]):
+            # Facts under a heading stand alone, the heading as their context (a turn of a daily
+            # log keeps its "## 13:58 - Caroline" inside it instead).
+            units.append(Unit(pending[0], pending[0], pending[1]))
+            pending = None
         for index, piece in enumerate(_pieces(block)):
             lines = [line for _, line in piece]
             start = piece[0][0]
@@ -100,7 +181,8 @@ def markdown_units(numbered: list[tuple[int, str]]) -> list[Unit]:
                 units.append(Unit(pending[0], piece[-1][0], "\n".join([pending[1], *lines])))
                 pending = None
                 continue
-            units.append(Unit(start, piece[-1][0], "\n".join(lines), heading))
+            unit = Unit(start, piece[-1][0], "\n".join(lines), headings.path)
+            units.extend(twins(unit) if _is_fact(lines[0]) else [unit])
     if pending is not None:
         units.append(Unit(pending[0], pending[0], pending[1]))
     return units

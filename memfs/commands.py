@@ -103,9 +103,9 @@ def get(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
         return Answer(error=str(exc))
     if args.get("json"):
         return Answer(stdout=json.dumps(result.as_dict(), ensure_ascii=False) + "\n")
-    stderr = ""
+    stderr = f"[memfs: {result.warning}]\n" if result.warning else ""
     if result.next_from is not None:
-        stderr = (f"[memfs: lines {result.from_line}-{result.to_line} of {result.total_lines}; continue with "
+        stderr += (f"[memfs: lines {result.from_line}-{result.to_line} of {result.total_lines}; continue with "
                   f"memfs get {result.path} --from {result.next_from}]\n")
     return Answer(stdout=result.text, stderr=stderr)
 

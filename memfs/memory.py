@@ -33,6 +33,7 @@ from memfs.history.keeper import (
 from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
 from memfs.history.store import FAILURES as HISTORY_FAILURES
 from memfs.history.store import HistoryError, Version  # noqa: F401
+from memfs.cleantext import clean_text, describe
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)
@@ -41,6 +42,7 @@ from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     SearchOptions,
     SearchParams,
     SearchResponse,
+    empty_scope,
     hybrid_search,
     parse_options,
 )
@@ -75,6 +77,11 @@ class GetResult:
     total_lines: int
     text: str
     next_from: int | None  # where to continue, None at the end
+    bad_bytes: int = 0  # bytes of the file that are not text (shown as U+FFFD)
+
+    @property
+    def warning(self) -> str:
+        return f"{self.path}: {describe(self.bad_bytes)}" if self.bad_bytes else ""
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -84,6 +91,7 @@ class GetResult:
             "total_lines": self.total_lines,
             "next_from": self.next_from,
             "text": self.text,
+            "warnings": [self.warning] if self.warning else [],
         }
 
 
@@ -415,8 +423,10 @@ class Memory:
         with self.store.lock:
             # The query is embedded on another thread while SQLite runs the keyword side.
             privacy = self.privacy(mode)
-            results = hybrid_search(self.store, query, embedding.result if embedding else None, params,
-                                    hides=privacy.is_private if privacy.shared else None)
+            hides = privacy.is_private if privacy.shared else None
+            results = hybrid_search(self.store, query, embedding.result if embedding else None, params, hides=hides)
+            if not results and (scope_warning := empty_scope(self.store, params.options, hides)):
+                warnings.append(scope_warning)
             generation = None if privacy.shared else self.store.generation
             pending = (self.store.counts(include_private=False)["pending"] if privacy.shared
                        else self.store.pending_count())
@@ -459,9 +469,7 @@ class Memory:
             raise GetError(f"{rel} is a folder, not a file (ls it, or name a file in it)") from None
         except OSError:
             raise GetError(f"{rel}: no such file in the workspace") from None
-        if b"\x00" in data:
-            raise GetError(f"{rel}: binary file, not shown")
-        text = data.decode("utf-8", errors="replace")
+        text, bad = clean_text(data)  # as search shows it: a stray byte is a mark, not a refusal
         all_lines = text.split("\n")
         if all_lines and all_lines[-1] == "":
             all_lines.pop()
@@ -480,7 +488,7 @@ class Memory:
         to_line = from_line + len(picked) - 1
         next_from = to_line + 1 if to_line < total else None
         body = "\n".join(picked) + ("\n" if picked else "")
-        return GetResult(rel, from_line, to_line, total, body, next_from)
+        return GetResult(rel, from_line, to_line, total, body, next_from, bad)
 
     def _parse_sync(self, data: bytes, source: str, first_line: int = 1) -> list[sync_protocol.SyncMessage]:
         """Validated messages; invalid data is kept under clawgpt-memory/.rejected/ with the
@@ -566,11 +574,13 @@ class Memory:
             rel = self._long_term_spelling(pattern.format(**names))
             if privacy.hides(rel):
                 continue
+            bad = 0
             try:
-                text: str | None = read_visible(self.cfg.workspace, rel, privacy).decode("utf-8", errors="replace")
+                text: str | None
+                text, bad = clean_text(read_visible(self.cfg.workspace, rel, privacy))
             except OSError:
                 text = None  # missing, or private for this mode: the same word for both
-            files.append(bundle_render.BundleFile(rel, text))
+            files.append(bundle_render.BundleFile(rel, text, bad))
         return bundle_render.bundle(mode, day.isoformat(), files, settings.total_tokens, settings.per_file_tokens)
 
     def _long_term_spelling(self, rel: str) -> str:

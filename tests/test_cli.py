@@ -183,3 +183,34 @@ def test_watch_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert "Traceback" not in err and "stopped serving" in err  # watch is serve's earlier name
+
+
+def test_stray_bytes_read_the_same_everywhere_and_never_reach_a_prompt(tmp_path: Path) -> None:
+    """Random bytes appended to MEMORY.md: get shows the text (marks for the bad bytes, and says
+    how many), the bundle holds no control character but newline and tab and says what it left
+    out, and b"\\xff\\xfe" looks the same in a snippet, in get and in the bundle."""
+    import random
+
+    ws, env = tmp_path / "ws", {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_NO_DAEMON": "1"}
+    memfs("init", str(ws), env=env)
+    noise = random.Random(7).randbytes(2000)
+    with open(ws / "MEMORY.md", "ab") as f:
+        f.write(b"\n- Locker code is 4417 \xff\xfe and \x1b[31mred\x1b[0m and \xc2\x9b2J here.\n" + noise + b"\n")
+    assert memfs("index", "-w", str(ws), env=env).returncode == 0
+    shown = "Locker code is 4417 \ufffd and \ufffd[31mred\ufffd[0m and \ufffd2J here."
+
+    got = memfs("get", "MEMORY.md", "-w", str(ws), env=env)
+    assert got.returncode == 0, got.stderr
+    assert shown in got.stdout and "bytes are not text" in got.stderr
+    payload = json.loads(memfs("get", "MEMORY.md", "--json", "-w", str(ws), env=env).stdout)
+    assert any("not text" in w for w in payload["warnings"])
+
+    context = memfs("context", "main", "-w", str(ws), env=env)
+    assert context.returncode == 0 and shown in context.stdout
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", context.stdout), "a control character reached the bundle"
+    assert re.search(r"\[… memfs: \d+ bytes are not text \(shown as \ufffd\); left out of this text …\]", context.stdout)
+
+    found = json.loads(memfs("search", "--json", "locker code", "-w", str(ws), env=env).stdout)
+    assert any(shown in r["snippet"] for r in found["results"]), found
+    for out in (got.stdout, context.stdout, json.dumps(found)):
+        assert "\x1b" not in out

@@ -238,3 +238,43 @@ def test_a_rendered_file_s_time_moves_when_its_content_does(mounted) -> None:
         memory_md.write("- the spare key is under the blue flowerpot\n")
     after = os.stat(bundle)
     assert after.st_mtime_ns > before and b"blue flowerpot" in bundle.read_bytes()
+
+
+def test_every_documented_options_folder(vmount) -> None:
+    """README and AGENTS.md document in=MEMORY.md: a component that parses as options is a
+    folder whatever its values end in; only the last component is the query file."""
+    search, env = vmount.mnt / "search", {"MEMFS_STATE_DIR": str(vmount.state)}
+
+    def paths(folder: str, query: str) -> set[str]:
+        return {r["path"] for r in json.loads((search / folder / f"{query}.json").read_text())["results"]}
+
+    assert paths("in=MEMORY.md", "spare key") == {"MEMORY.md"}
+    assert (search / "in=MEMORY.md" / "spare key.md").read_text().count("PRIVATE-MARKER-5521") == 1
+    assert paths("n=10,in=MEMORY.md,min=0", "spare key") == {"MEMORY.md"}
+    assert paths("in=memory", "painting") == {"memory/2023-05-08.md"}
+    assert paths("in=memory:2023-05-08.md", "painting") == {"memory/2023-05-08.md"}
+    assert paths("n=10,in=memory,after=2023-05-01", "painting") == {"memory/2023-05-08.md"}
+    assert paths("n=10", "painting") and paths("min=0.2", "painting") and paths("n=10,min=0.2", "painting")
+    assert paths("in=sessions", "painting") == set() and paths("in=sync", "painting") == set()
+    assert (search / "in=MEMORY.md").is_dir()
+    with pytest.raises(IsADirectoryError):
+        (search / "in=MEMORY.md").read_text()  # a folder, not a search for "in=MEMORY"
+    os.listdir(search / "in=MEMORY.md")  # a folder lists
+    # A name that does not parse as options is still a query, "=" and all.
+    assert json.loads((search / "x=1 or y.json").read_text())["query"] == "x=1 or y"
+    # The CLI takes the same scopes.
+    for scope, expected in (("MEMORY.md", {"MEMORY.md"}), ("memory", set())):
+        cli = memfs_cli("search", "--json", "--in", scope, "spare key", "-w", str(vmount.workspace), env=env)
+        assert {r["path"] for r in json.loads(cli.stdout)["results"]} == expected, (scope, cli.stderr)
+
+
+def test_a_scope_that_holds_nothing_says_so(vmount) -> None:
+    env = {"MEMFS_STATE_DIR": str(vmount.state)}
+    cli = memfs_cli("search", "--json", "--in", "nothere", "painting", "-w", str(vmount.workspace), env=env)
+    payload = json.loads(cli.stdout)
+    assert payload["results"] == [] and any("in=nothere" in w and "no indexed file" in w for w in payload["warnings"])
+    text = (vmount.mnt / "search" / "in=nothere" / "painting.md").read_text()
+    assert "in=nothere: no indexed file is there" in text
+    # A scope that holds files but no match is just "No results", without that warning.
+    quiet = (vmount.mnt / "search" / "in=MEMORY.md" / "painting sunrise lake.md").read_text()
+    assert "no indexed file" not in quiet

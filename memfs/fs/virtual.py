@@ -146,13 +146,17 @@ class VirtualTree:
                 return child
         in_search_root = parent == self.roots[SEARCH]
         in_options = node.parent == self.roots[SEARCH]
-        if in_search_root and split_query(name) is None and "=" in name:
+        if in_search_root and "=" in name:
+            # A name that parses as options is an options folder whatever its values end in
+            # (``in=MEMORY.md``); only a name that does not is a query (``x=1 or y.md``).
             try:
                 parse_folder(name)
             except BadOption as exc:
-                log.warning("search/%s: %s", name, exc)
-                raise VirtualError(errno.EINVAL) from None
-            return self._add(name, parent, True)
+                if split_query(name) is None:
+                    log.warning("search/%s: %s", name, exc)
+                    raise VirtualError(errno.EINVAL) from None
+            else:
+                return self._add(name, parent, True)
         if in_search_root or in_options:
             parsed = split_query(name)
             if parsed is None:

@@ -24,6 +24,7 @@ from memfs.lazy import lazy_module
 
 np = lazy_module("numpy")
 
+from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking
 from memfs.index.embeddings import INPUT_TOKENS, Provider
@@ -137,7 +138,7 @@ class Indexer:
         finally:
             os.close(fd)
         text, bad = clean_text(data)
-        warning = f"{bad} {'byte is' if bad == 1 else 'bytes are'} not text (shown as \ufffd)" if bad else ""
+        warning = describe(bad) if bad else ""
         if append and previous and previous.warning and not warning:
             warning = previous.warning
         digest = identity or hashlib.sha256(data).hexdigest()
@@ -283,31 +284,8 @@ class Indexer:
 
 
 _MESSAGE_DAY = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
-# Control characters (tab, newline and carriage return aside), NUL and undecodable bytes: runs of
-# them are shown as one U+FFFD, so binary junk in a memory file costs no more than a mark.
-_JUNK = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffd]+")
 FULL_HASH_BYTES = 1 << 20  # JSONL files up to this size are identified by their whole hash
 TAIL_BYTES = 1 << 16  # larger ones by their size and the hash of their last bytes
-
-
-JUNK_LINE_SHARE = 0.3  # a line more junk than this is binary noise, not text with a stray byte
-
-
-def clean_text(data: bytes) -> tuple[str, int]:
-    """Text from bytes that may not all be text: undecodable bytes and control characters
-    become U+FFFD (runs of them one mark), a line that is mostly such bytes (binary noise
-    appended to a note, say) becomes empty, and every line stays where it was.  Returns the
-    text and how many bytes were not text."""
-    text = data.decode("utf-8", errors="replace")
-    bad = len(data) - len(data.decode("utf-8", errors="ignore").encode("utf-8"))
-    bad += sum(len(m.group(0)) for m in re.finditer("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]+", text))
-    if bad:
-        lines = []
-        for line in text.split("\n"):
-            junk = sum(len(m.group(0)) for m in _JUNK.finditer(line))
-            lines.append("" if line and junk > JUNK_LINE_SHARE * len(line) else _JUNK.sub("\ufffd", line))
-        text = "\n".join(lines)
-    return text.lstrip("\ufeff"), bad
 
 
 def _read_from(fd: int, start: int) -> bytes:

@@ -480,6 +480,19 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     return first, last, text
 
 
+def empty_scope(store: Store, options: SearchOptions, hides: Callable[[str], bool] | None = None) -> str | None:
+    """A warning when the query's ``in=`` scope holds no indexed file this reader may see (a
+    typo, or a folder that is not memory), so "No results" is not mistaken for an answer."""
+    if options.scope is None:
+        return None
+    scope = Scope(SearchOptions(scope=options.scope))
+    paths = store.public_paths() if hides is not None else [f.path for f in store.files()]
+    if any(scope.path_ok(p) and (hides is None or not hides(p)) for p in paths):
+        return None
+    return (f"in={options.scope}: no indexed file is there; use memory, sessions, sync, MEMORY.md "
+            "or a folder or file of the workspace that holds memory files")
+
+
 def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: SearchParams,
                   hides: Callable[[str], bool] | None = None, today: dt.date | None = None) -> list[SearchResult]:
     """``query_vector`` may be a callable (a pending embedding): it is called only after the

@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from memfs.cleantext import describe
 from memfs.index import tokens
 
 
@@ -24,6 +25,7 @@ from memfs.index import tokens
 class BundleFile:
     path: str
     text: str | None  # None: the file does not exist
+    dropped: int = 0  # bytes that were not text (memfs.cleantext): shown as one mark per run
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Section:
     truncated: bool
     body: str
     missing: bool
+    dropped: int = 0
 
 
 def allocate(sizes: list[int], total: int, per_file: int) -> list[int]:
@@ -115,7 +118,7 @@ def build(files: list[BundleFile], total_tokens: int, per_file_tokens: int) -> l
             sections.append(Section(f.path, 0, 0, False, "", True))
             continue
         body, included, cut = truncate(f.path, f.text, shares[f.path])
-        sections.append(Section(f.path, included, tokens.count(f.text), cut, body, False))
+        sections.append(Section(f.path, included, tokens.count(f.text), cut, body, False, f.dropped))
     return sections
 
 
@@ -141,6 +144,8 @@ def render(mode: str, date: str, sections: list[Section], total_tokens: int, use
         if s.missing:
             lines.append(f"_(missing: {s.path} does not exist yet)_")
         else:
+            if s.dropped:
+                lines += [f"[… memfs: {describe(s.dropped)}; left out of this text …]", ""]
             lines.append(s.body.rstrip("\n"))
     return "\n".join(lines) + "\n"
 

@@ -6,7 +6,7 @@ import json
 import re
 import shlex
 
-from memfs.index.search import SearchResponse
+from memfs.index.search import SearchResponse, SearchResult
 
 
 def _fence(text: str) -> str:
@@ -16,6 +16,14 @@ def _fence(text: str) -> str:
 
 def render_json(response: SearchResponse) -> str:
     return json.dumps(response.as_dict(), ensure_ascii=False) + "\n"
+
+
+def _around(result: SearchResult) -> str:
+    """How to read the passage around one result (its chunk), under that result."""
+    start = result.chunk_start_line or result.start_line
+    end = result.chunk_end_line or result.end_line
+    path = shlex.quote(result.path)
+    return f"Read around it: sed -n '{start},{end}p' {path}  (or: memfs get {path} --from {start} --lines {end - start + 1})"
 
 
 def render_markdown(response: SearchResponse) -> str:
@@ -43,15 +51,9 @@ def render_markdown(response: SearchResponse) -> str:
             fence,
             result.snippet,
             fence,
+            "",
+            _around(result),
         ]
-    lines.append("")
-    if results:
-        first = results[0]
-        start, end = first.chunk_start_line or first.start_line, first.chunk_end_line or first.end_line
-        lines.append(
-            f"Read around it: sed -n '{start},{end}p' {shlex.quote(first.path)}  "
-            f"(or: memfs get {shlex.quote(first.path)} --from {start} --lines {end - start + 1})"
-        )
-    else:
-        lines.append("No results. Try other words, or a lower minimum score (memfs search --min-score 0.1).")
+    if not results:
+        lines += ["", "No results. Try other words, or a lower minimum score (memfs search --min-score 0.1)."]
     return "\n".join(lines) + "\n"

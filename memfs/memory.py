@@ -32,7 +32,7 @@ from memfs.history.keeper import (
 )
 from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
 from memfs.history.store import FAILURES as HISTORY_FAILURES
-from memfs.history.store import HistoryError, Version  # noqa: F401
+from memfs.history.store import Forgotten, HistoryError, Version  # noqa: F401
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)

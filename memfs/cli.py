@@ -294,6 +294,9 @@ def sync(as_json: bool, **opts: Any) -> None:
                                        "pid": os.getpid(), "via": "cli"}))
 
 
+FORGET = "forget"  # `memfs history forget ...`; a file named so is `memfs history ./forget`
+
+
 @main.command()
 @click.argument("path", required=False)
 @click.argument("versions", nargs=-1, metavar="[VERSION [VERSION]]")
@@ -301,14 +304,50 @@ def sync(as_json: bool, **opts: Any) -> None:
               help="A unified diff: of the newest change; of VERSION against the one before it; or from VERSION to VERSION.")
 @click.option("--deleted", is_flag=True, help="List deleted memory files whose history is kept.")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--containing", metavar="TEXT", default=None,
+              help="With forget: every version of any file whose bytes contain TEXT.")
+@click.option("--yes", "-y", is_flag=True, help="With forget: do not ask first.")
 @global_options
 def history(path: str | None, versions: tuple[str, ...], diff: bool, deleted: bool, as_json: bool,
-            **opts: Any) -> None:
+            containing: str | None, yes: bool, **opts: Any) -> None:
     """Every version of a memory file, oldest first, with who made it (the same names as the
-    mount's history/PATH/).  With a VERSION: print its exact bytes."""
+    mount's history/PATH/).  With a VERSION: print its exact bytes.
+
+    \b
+    memfs history forget PATH VERSION...      forget those versions for good
+    memfs history forget --containing TEXT    forget every version of any file that contains TEXT
+    Forgetting lists what goes and asks first (--yes: does not); the bytes leave the history
+    database, and the listing records when and by whom (main mode only)."""
+    if path == FORGET:
+        if diff or deleted or as_json:
+            raise click.UsageError("forget takes PATH VERSION... or --containing TEXT, and --yes")
+        _forget(list(versions), containing, yes, opts)
+        return
+    if containing is not None or yes:
+        raise click.UsageError("--containing and --yes go with forget: memfs history forget --containing TEXT")
     with _answerer(opts) as answerer:
         _emit(answerer.answer("history", {"path": path, "versions": list(versions), "diff": diff,
                                           "deleted": deleted, "json": as_json, "pid": os.getpid(), "via": "cli"}))
+
+
+def _forget(words: list[str], containing: str | None, yes: bool, opts: dict[str, Any]) -> None:
+    """List what would be forgotten, ask (unless --yes), then forget it."""
+    args = {"path": words[0] if words else None, "versions": words[1:], "containing": containing,
+            "pid": os.getpid(), "via": "cli"}
+    with _answerer(opts) as answerer:
+        if not yes:
+            plan = answerer.answer("forget", {**args, "dry": True})
+            if plan.error is not None:
+                _emit(plan)
+            count = json.loads(plan.stdout)["count"]
+            if count:
+                click.echo(json.loads(plan.stdout)["listing"], nl=False)
+                if not sys.stdin.isatty():
+                    raise click.ClickException("stdin is not a terminal, so nothing was forgotten: pass --yes to "
+                                               "forget without being asked")
+                if not click.confirm("Forget them?", default=False):
+                    raise click.ClickException("nothing was forgotten")
+        _emit(answerer.answer("forget", args))
 
 
 @main.command()

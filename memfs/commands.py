@@ -23,6 +23,7 @@ from memfs.memory import (
     MCP,
     AppendError,
     BadOption,
+    Forgotten,
     GetError,
     Memory,
     NotAllowed,
@@ -251,7 +252,7 @@ def _when(time_ns: int) -> str:
     return dt.datetime.fromtimestamp(time_ns / 1e9, dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _who(version: Version) -> str:
+def _who(version: Version | Forgotten) -> str:
     if version.process is None and version.pid is None:
         return "changed beside the mount, seen" if version.via == "watcher" else "an unknown process"
     ids = ", ".join(f"{k} {v}" for k, v in (("pid", version.pid), ("uid", version.uid)) if v is not None)
@@ -288,19 +289,81 @@ def history(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answ
             return Answer(stdout=data.decode("utf-8", "surrogateescape"))
         if names:
             return Answer(error="name one version to print it, or two with --diff", usage=True)
-        found = versions.list(rel)
+        gone = versions.forgotten(rel)
+        try:
+            found = versions.list(rel)
+        except VersionsError:
+            if not gone:  # every version of it forgotten: the listing still says so
+                raise
+            found = []
     except VersionsError as exc:
         return Answer(error=str(exc))
     deleted = versions.deleted_at(rel)
     if args.get("json"):
         return Answer(stdout=json.dumps({"path": rel, "versions": [v.as_json() for v in found],
-                                         "deleted": _iso(deleted) if deleted else None}) + "\n")
-    width = max(len(v.name) for v in found)
+                                         "deleted": _iso(deleted) if deleted else None,
+                                         "forgotten": [f.as_json() for f in gone]}) + "\n")
+    width = max(len(v.name) for v in [*found, *gone])
     lines = [f"{rel}: {len(found)} version{'s' if len(found) != 1 else ''}, oldest first"
-             + (f"; deleted {_when(deleted)}" if deleted else "")]
-    for v in found:
-        lines.append(f"{v.name:<{width}}  {v.size:>9,} B  {_when(v.time_ns)}  {_who(v)} via {v.via}")
+             + (f"; {len(gone)} forgotten" if gone else "") + (f"; deleted {_when(deleted)}" if deleted else "")]
+    rows: list[tuple[int, str]] = [
+        (v.id, f"{v.name:<{width}}  {v.size:>9,} B  {_when(v.time_ns)}  {_who(v)} via {v.via}") for v in found]
+    rows += [(f.version, f"{f.name:<{width}}  {'forgotten':>11}  {_when(f.forgotten_ns)}  by {_who(f)} via {f.via}")
+             for f in gone]
+    lines += [line for _, line in sorted(rows)]
     return Answer(stdout="\n".join(lines) + "\n")
+
+
+def _listing(chosen: list[Version]) -> str:
+    """What forgetting takes: paths, names, sizes and times; never a byte of content."""
+    files = len({v.path for v in chosen})
+    head = (f"{len(chosen)} version{'s' if len(chosen) != 1 else ''} of {files} file{'s' if files != 1 else ''}"
+            " to forget (their bytes leave the history for good):\n")
+    width = max(len(v.path) for v in chosen)
+    return head + "".join(f"  {v.path:<{width}}  {v.name}  {v.size:>9,} B  made {_when(v.time_ns)}\n" for v in chosen)
+
+
+def forget(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
+    """``args``: path and versions (names), or containing (a text); dry: only say what would be
+    forgotten (JSON: count, listing), for the CLI to ask before it forgets."""
+    text = args.get("containing")
+    names = [str(n) for n in args.get("versions") or []]
+    path = args.get("path")
+    if text is not None and (path or names):
+        return Answer(error="forget takes PATH VERSION, or --containing TEXT, not both", usage=True)
+    if text is None and (not path or not names):
+        return Answer(error="name what to forget: memfs history forget PATH VERSION..., or memfs history forget "
+                            "--containing TEXT", usage=True)
+    if text is not None and not str(text):
+        return Answer(error="--containing needs a text (an empty one is in every version)", usage=True)
+    rel: str | None = None
+    if path:
+        found = _history_path(memory, cfg, str(path), cwd)
+        if isinstance(found, Answer):
+            return found
+        rel = found
+    versions = memory.versions(cfg.mode)
+    try:
+        chosen = versions.to_forget(rel, names, None if text is None else str(text))
+        if args.get("dry"):
+            return Answer(stdout=json.dumps({"count": len(chosen), "listing": _listing(chosen) if chosen else ""}) + "\n")
+        done = versions.forget(chosen, _caller(args, CLI), None if text is None else str(text))
+    except VersionsError as exc:
+        return Answer(error=str(exc))
+    if not done.forgotten:
+        stdout = "nothing to forget: no kept version of any file contains that text\n"
+    else:
+        files = len({f.path for f in done.forgotten})
+        stdout = (f"forgot {len(done.forgotten)} version{'s' if len(done.forgotten) != 1 else ''} of {files} "
+                  f"file{'s' if files != 1 else ''}:\n" + "".join(f"  {f.path}  {f.name}\n" for f in done.forgotten))
+    what = "that text" if text is not None else "that content"
+    stderr = "".join(f"note: {v.path} {v.name} holds the same bytes and is kept (forget it too, or use --containing)\n"
+                     for v in done.still_held)
+    stderr += "".join(f"note: {p} holds {what} now: its next version will hold it too\n" for p in done.held_now)
+    if not done.emptied:
+        stderr += ("warning: the history's write-ahead log could not be emptied (another process is reading it): "
+                   "run this again when it is done\n")
+    return Answer(stdout=stdout, stderr=stderr)
 
 
 def _iso(time_ns: int) -> str:
@@ -345,4 +408,6 @@ def run(memory: Memory, cfg: Config, command: str, args: dict[str, Any], cwd: st
         return history(memory, cfg, args, cwd)
     if command == "restore":
         return restore(memory, cfg, args, cwd)
+    if command == "forget":
+        return forget(memory, cfg, args, cwd)
     return Answer(error=f"unknown command {command!r}")

@@ -25,6 +25,7 @@ from memfs.lazy import lazy_module
 np = lazy_module("numpy")
 
 from memfs import notes
+from memfs.cleantext import clean_text, describe
 from memfs.config import MAIN_MODE, SHARED_MODE, Config, PrivacyConfig
 from memfs.history.keeper import (
     History,
@@ -32,8 +33,7 @@ from memfs.history.keeper import (
 )
 from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
 from memfs.history.store import FAILURES as HISTORY_FAILURES
-from memfs.history.store import HistoryError, Version  # noqa: F401
-from memfs.cleantext import clean_text, describe
+from memfs.history.store import Forgotten, HistoryError, Version  # noqa: F401
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)

@@ -2,6 +2,8 @@
 every listing, version, diff and restore.  ``Memory.versions(mode)`` hands one out; the CLI,
 the MCP server and the mount's ``history/`` folder all read through it, so a path a mode may not
 see has no history for it either (the same "no history" as a path that never had one).
+Forgetting versions is for the main mode only: a reader who may not see every version may
+neither remove nor probe one (``--containing`` would tell whether a private version holds a text).
 """
 
 from __future__ import annotations
@@ -11,9 +13,9 @@ import logging
 import os
 from collections.abc import Callable
 
-from memfs.history.keeper import History, NoSuchVersion
+from memfs.history.keeper import Forgetting, History, NoSuchVersion
 from memfs.history.provenance import Provenance
-from memfs.history.store import SEVERAL_NAMES, HistoryError, Version
+from memfs.history.store import FAILURES, SEVERAL_NAMES, Forgotten, HistoryError, Version
 from memfs.privacy import Privacy
 
 log = logging.getLogger(__name__)
@@ -130,3 +132,40 @@ class Versions:
             raise VersionsError(f"could not restore {rel}: {exc}") from None
         self.reindex(rel, who)
         return restored
+
+    # -- forgetting on purpose -----------------------------------------------------------------
+
+    def _main_only(self) -> History:
+        if self.privacy.shared:
+            raise VersionsError(f"{self.privacy.mode} mode may not forget versions: only the main mode, which "
+                                "sees every version, may (--mode main)")
+        return self._history()
+
+    def to_forget(self, rel: str | None, names: list[str], text: str | None) -> list[Version]:
+        """What forgetting would take, oldest first: versions ``names`` of ``rel``, or (with
+        ``text``) every version of any file, deleted or private ones included, whose bytes
+        contain ``text``."""
+        history = self._main_only()
+        if text is not None:
+            try:
+                return history.containing(text.encode("utf-8", "surrogateescape"))
+            except HistoryError as exc:
+                raise VersionsError(str(exc)) from None
+        if not rel or not names:
+            raise VersionsError("name a file and its version (memfs history forget PATH VERSION)")
+        chosen = {v.id: v for v in (self.get(rel, name) for name in names)}
+        return [chosen[i] for i in sorted(chosen)]
+
+    def forget(self, versions: list[Version], who: Provenance, text: str | None = None) -> Forgetting:
+        history = self._main_only()
+        try:
+            return history.forget(versions, who, text.encode("utf-8", "surrogateescape") if text else None)
+        except FAILURES as exc:
+            raise VersionsError(f"could not forget: {exc}") from None
+
+    def forgotten(self, rel: str) -> list[Forgotten]:
+        """The versions of ``rel`` forgotten on purpose, for the main mode; to a shared reader
+        they are simply gone, like pruned ones (a record may be of a version it never saw)."""
+        if self.history is None or self.privacy.shared:
+            return []
+        return self.history.forgotten(rel)

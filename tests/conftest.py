@@ -4,6 +4,7 @@ directory, and Memory objects over them (the local model is loaded once per test
 from __future__ import annotations
 
 import shutil
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -94,3 +95,33 @@ def mount_factory(tmp_path: Path):
 @pytest.fixture
 def mounted(workspace: Path, mount_factory):
     return mount_factory(workspace)
+
+
+def history_leaks(db: Path, needle: bytes) -> list[str]:
+    """Where the raw bytes of a history database (the file, its -wal and -shm) still hold
+    ``needle``: as plain bytes, or inside any zlib stream that starts anywhere in them (the
+    history compresses content, so a plain grep alone would find nothing either way).  A stream
+    is fed in small steps, so what it holds before a page boundary breaks it is seen too."""
+    found = []
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            raw = Path(str(db) + suffix).read_bytes()
+        except FileNotFoundError:
+            continue
+        if needle in raw:
+            found.append(f"{db.name}{suffix}: plain")
+        start = raw.find(b"\x78")
+        while start != -1:
+            if raw[start + 1 : start + 2] in (b"\x01", b"\x5e", b"\x9c", b"\xda"):
+                stream, out = zlib.decompressobj(), b""
+                try:
+                    for at in range(start, min(len(raw), start + (1 << 20)), 256):
+                        out += stream.decompress(raw[at : at + 256])
+                        if stream.eof:
+                            break
+                except zlib.error:
+                    pass
+                if needle in out:
+                    found.append(f"{db.name}{suffix}: zlib stream at byte {start}")
+            start = raw.find(b"\x78", start + 1)
+    return found

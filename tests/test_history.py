@@ -1,6 +1,6 @@
 """The version store and the history as Memory keeps it: appends stored as their new bytes,
 rewrites whole, names unique and ordered, retention that never loses the newest version nor
-breaks the chains the survivors stand on, deletions, privacy, restore."""
+breaks the chains the survivors stand on, deletions, privacy, restore, forgetting on purpose."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from pathlib import Path
 
 import apsw
 import pytest
-from conftest import write
+from conftest import history_leaks, write
+from mounts import memfs_cli
 
 from memfs.history.provenance import BESIDE, CLI, Provenance
-from memfs.history.store import MAX_CHAIN, HistoryStore, version_name
+from memfs.history.store import MAX_CHAIN, HistoryError, HistoryStore, version_name
 from memfs.memory import VersionsError
 
 WHO = Provenance(CLI, 1000, 42, "pytest")
@@ -230,3 +231,148 @@ def test_a_version_that_cannot_be_kept_does_not_undo_or_unindex_the_change(
     (workspace / "memory" / "2026-11-23.md").unlink()
     monkeypatch.setattr(memory.history.store, "deleted", broken)
     assert memory.path_removed("memory/2026-11-23.md", WHO) == 1
+
+
+SECRET = b"the vault code is OSPREY-7731"
+
+
+def test_forgetting_a_version_inside_an_append_chain_keeps_every_other_version_exact(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    log = "memory/2026-11-22.md"
+    texts = [b"- 08:00 coffee\n"]
+    texts.append(texts[-1] + b"- 09:00 standup\n")
+    texts.append(texts[-1] + b"- " + SECRET + b"\n")  # the mistake, appended
+    texts.append(texts[-1] + b"- 10:00 review\n")  # appended on top of it before anyone noticed
+    texts.append(texts[1] + b"- 10:00 review\n")  # the mistake cut out
+    texts.append(texts[-1] + b"- 11:00 lunch\n")
+    made = [store.add(log, t, (1_800_000_000 + i) * NS, WHO) for i, t in enumerate(texts)]
+    assert all(v is not None for v in made)
+    other = store.add("memory/other.md", b"unrelated\n", 1_800_000_010 * NS, WHO)
+    assert other is not None
+    chain = store.conn.execute("SELECT base FROM blobs WHERE id = ?", (made[3].blob,)).fetchone()[0]
+    assert chain == made[2].blob  # the later version is stored as its new bytes on top of the mistake
+
+    # Forget just the version that made the mistake: the one standing on it reads back the same.
+    gone, emptied = store.forget([made[2].id], 1_800_000_100 * NS, WHO)
+    assert emptied and [(f.path, f.name, f.via, f.pid) for f in gone] == [(log, made[2].name, "cli", 42)]
+    assert [v.name for v in store.versions(log)] == [made[i].name for i in (0, 1, 3, 4, 5)]
+    for i in (0, 1, 3, 4, 5):
+        assert store.content(store.version(log, made[i].name).blob) == texts[i]  # type: ignore[union-attr]
+    assert store.version(log, made[2].name) is None
+    assert [f.name for f in store.forgotten(log)] == [made[2].name]
+
+    # Every version that holds the text, whatever its name, then no trace of it in the file.
+    holding = store.containing(SECRET)
+    assert [(v.path, v.name) for v in holding] == [(log, made[3].name)]
+    gone, emptied = store.forget([v.id for v in holding], 1_800_000_101 * NS, WHO)
+    assert emptied and len(gone) == 1 and store.containing(SECRET) == []
+    assert all(SECRET not in store.content(b) for (b,) in store.conn.execute("SELECT id FROM blobs").fetchall())
+    assert history_leaks(tmp_path / "h.sqlite", SECRET) == []
+    for i in (0, 1, 4, 5):
+        assert store.content(store.version(log, made[i].name).blob) == texts[i]  # type: ignore[union-attr]
+    assert store.content(store.version("memory/other.md", other.name).blob) == b"unrelated\n"  # type: ignore[union-attr]
+    assert [f.name for f in store.forgotten(log)] == [made[2].name, made[3].name]
+    # A forgotten name is never given to other bytes (the kernel may still cache it).
+    store.forget([store.latest(log).id], 1_800_000_102 * NS, WHO)  # type: ignore[union-attr]
+    again = store.add(log, b"rewritten\n", (1_800_000_005) * NS, WHO)
+    assert again is not None and again.name > made[5].name
+
+
+def test_a_text_is_found_across_the_seam_of_an_append_and_under_any_name(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    half = len(SECRET) // 2
+    first = store.add("memory/a.md", b"- part " + SECRET[:half], 1_800_000_000 * NS, WHO)
+    second = store.add("memory/a.md", b"- part " + SECRET + b"\n", 1_800_000_001 * NS, WHO)  # stored as its tail
+    copied = store.add("MEMORY.md", b"- part " + SECRET + b"\n", 1_800_000_002 * NS, WHO)  # the same bytes: one blob
+    gone = store.add("memory/gone.md", SECRET, 1_800_000_003 * NS, WHO)
+    assert first and second and copied and gone and copied.blob == second.blob
+    store.deleted("memory/gone.md", 1_800_000_004 * NS, WHO)
+    # A version pruned earlier left its bytes in a free corner of a page: forgetting finds those too.
+    for i in range(20):  # neighbours on the same page, so pruning frees a cell, not the page
+        store.add(f"memory/f{i}.md", os.urandom(100).hex().encode(), 1_700_000_000 * NS, WHO)
+        if i == 10:
+            store.add("memory/pruned.md", b"- old " + SECRET + b" " + os.urandom(300).hex().encode(),
+                      1_700_000_000 * NS, WHO)
+    store.add("memory/pruned.md", b"- rewritten\n", 1_700_000_001 * NS, WHO)
+    assert store.prune(1_750_000_000 * NS, 1 << 40) == 1
+    assert history_leaks(tmp_path / "h.sqlite", SECRET)  # pruned, yet still in the file's bytes
+    found = store.containing(SECRET)
+    assert [(v.path, v.name) for v in found] == [("MEMORY.md", copied.name), ("memory/a.md", second.name),
+                                                 ("memory/gone.md", gone.name)]
+    assert store.containing(SECRET[:half]) != found and len(store.containing(SECRET[:half])) == 4
+    with pytest.raises(HistoryError):
+        store.containing(b"")
+    store.forget([v.id for v in found], 1_800_000_010 * NS, WHO)
+    assert "memory/gone.md" not in store.paths() and store.deleted_paths() == []
+    assert history_leaks(tmp_path / "h.sqlite", SECRET) == []
+
+
+def test_forgetting_through_memory_is_for_the_main_mode_and_says_what_it_leaves(workspace: Path, make_memory) -> None:
+    memory = make_memory(workspace, embedding__provider="none")
+    write(workspace / "MEMORY.md", "# Memory\n- " + SECRET.decode() + "\n")
+    write(workspace / "memory" / "2026-11-22.md", "- public note\n")
+    memory.index()
+    write(workspace / "memory" / "2026-11-22.md", "- public note\n- " + SECRET.decode() + "\n")
+    memory.file_changed("memory/2026-11-22.md", WHO)
+    write(workspace / "memory" / "2026-11-22.md", "- public note\n")
+    memory.file_changed("memory/2026-11-22.md", WHO)
+    shared, main = memory.versions("shared"), memory.versions()
+    assert any(SECRET in shared.content(v) for v in shared.list("memory/2026-11-22.md"))  # what this fixes
+    # A shared reader may neither forget nor probe (would MEMORY.md's versions hold a text?).
+    for attempt in (lambda: shared.to_forget(None, [], SECRET.decode()),
+                    lambda: shared.to_forget("memory/2026-11-22.md", [shared.list("memory/2026-11-22.md")[0].name], None),
+                    lambda: shared.forget(main.list("MEMORY.md"), WHO)):
+        with pytest.raises(VersionsError, match="shared mode may not forget"):
+            attempt()
+    chosen = main.to_forget(None, [], SECRET.decode())
+    assert sorted({v.path for v in chosen}) == ["MEMORY.md", "memory/2026-11-22.md"]
+    done = main.forget(chosen, WHO, SECRET.decode())
+    assert len(done.forgotten) == 2 and done.emptied and done.held_now == ["MEMORY.md"] and done.still_held == []
+    assert all(SECRET not in shared.content(v) for v in shared.list("memory/2026-11-22.md"))
+    assert [f.name for f in main.forgotten("memory/2026-11-22.md")] == [chosen[1].name]
+    assert shared.forgotten("memory/2026-11-22.md") == [] and shared.forgotten("MEMORY.md") == []
+    with pytest.raises(VersionsError, match="no history"):
+        main.list("MEMORY.md")  # its only version held the text; the file itself is untouched
+    assert SECRET in (workspace / "MEMORY.md").read_bytes()
+    assert history_leaks(memory.paths.history, SECRET) == []
+    # One version by name, whose bytes another version holds too: that one is named, not touched.
+    write(workspace / "memory" / "2026-11-23.md", "- copied\n")
+    memory.file_changed("memory/2026-11-23.md", WHO)
+    write(workspace / "memory" / "2026-11-24.md", "- copied\n")
+    memory.file_changed("memory/2026-11-24.md", WHO)
+    one = main.to_forget("memory/2026-11-23.md", [main.list("memory/2026-11-23.md")[0].name], None)
+    done = main.forget(one, WHO)
+    assert [v.path for v in done.still_held] == ["memory/2026-11-24.md"]
+    assert done.held_now == ["memory/2026-11-23.md"]
+
+
+def test_the_cli_lists_what_it_forgets_asks_first_and_records_it(workspace: Path, state_dir: Path) -> None:
+    env = {"MEMFS_STATE_DIR": str(state_dir), "MEMFS_NO_DAEMON": "1"}
+    ws = ["-w", str(workspace), "--set", "embedding.provider=none"]
+    write(workspace / "memory" / "2026-11-22.md", "- note\n- " + SECRET.decode() + "\n")
+    assert memfs_cli("index", *ws, env=env).returncode == 0
+    write(workspace / "memory" / "2026-11-22.md", "- note\n")
+    assert memfs_cli("index", *ws, env=env).returncode == 0
+    listed = json.loads(memfs_cli("history", "memory/2026-11-22.md", "--json", *ws, env=env).stdout)["versions"]
+    assert len(listed) == 2
+    # Not a terminal and no --yes: what would go is listed (names, never content), nothing goes.
+    asked = memfs_cli("history", "forget", "--containing", SECRET.decode(), *ws, env=env, input="y\n")
+    assert asked.returncode == 1 and "pass --yes" in asked.stderr and "Traceback" not in asked.stderr
+    assert f"memory/2026-11-22.md  {listed[0]['version']}" in asked.stdout
+    assert SECRET.decode() not in asked.stdout + asked.stderr
+    assert len(json.loads(memfs_cli("history", "memory/2026-11-22.md", "--json", *ws, env=env).stdout)["versions"]) == 2
+    for bad in (["forget"], ["forget", "memory/2026-11-22.md"], ["forget", "memory/2026-11-22.md", "x", "--containing", "a"],
+                ["forget", "--containing", ""], ["memory/2026-11-22.md", "--containing", "a"]):
+        out = memfs_cli("history", *bad, *ws, env=env)
+        assert out.returncode == 2 and "Error:" in out.stderr and "Traceback" not in out.stderr, bad
+    refused = memfs_cli("--mode", "shared", "history", "forget", "--containing", "note", "--yes", *ws, env=env)
+    assert refused.returncode == 1 and "may not forget" in refused.stderr and "MEMORY.md" not in refused.stdout
+    done = memfs_cli("history", "forget", "memory/2026-11-22.md", listed[0]["version"], "--yes", *ws, env=env)
+    assert done.returncode == 0 and f"memory/2026-11-22.md  {listed[0]['version']}" in done.stdout
+    after = memfs_cli("history", "memory/2026-11-22.md", *ws, env=env).stdout
+    assert "1 version, oldest first; 1 forgotten" in after
+    assert f"{listed[0]['version']}    forgotten" in after and "via cli" in after
+    record = json.loads(memfs_cli("history", "memory/2026-11-22.md", "--json", *ws, env=env).stdout)["forgotten"]
+    assert [(r["version"], r["uid"], r["via"]) for r in record] == [(listed[0]["version"], os.getuid(), "cli")]
+    again = memfs_cli("history", "forget", "--containing", SECRET.decode(), *ws, env=env)
+    assert again.returncode == 0 and again.stdout.startswith("nothing to forget")

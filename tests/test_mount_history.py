@@ -1,6 +1,7 @@
 """history/ on a real mount: what vim, sed -i, an atomic replace, `>` and rm leave behind is
 readable byte for byte, with the program that did it; restore; read-only; private on a shared
-mount; nothing acknowledged is lost to kill -9."""
+mount; nothing acknowledged is lost to kill -9; text forgotten on purpose is gone from every route
+and from the history database's bytes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import base64
 import errno
 import json
 import os
+import pty
 import signal
 import subprocess
 import sys
@@ -15,7 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from mounts import is_mounted, memfs_cli, wait_until
+from conftest import history_leaks
+from mounts import clean_env, is_mounted, memfs_cli, wait_until
 
 pytestmark = pytest.mark.fuse
 
@@ -261,3 +264,101 @@ def test_kill_9_loses_neither_the_old_nor_an_acknowledged_new_version(workspace:
     missing = [i for i in acked if rewrite_content(i) not in kept]
     assert not missing, f"{len(missing)} acknowledged rewrites lost, first {missing[:5]}"
     assert (workspace / "MEMORY.md").read_bytes() in kept
+
+
+MISTAKE = "the alarm code is KESTREL-5150"
+
+
+def all_versions(mnt: Path) -> dict[str, bytes]:
+    """Every version on the mount's history/, by path/name (diffs left out)."""
+    out = {}
+    for folder, dirs, files in os.walk(mnt / "history"):
+        dirs[:] = [d for d in dirs if d != "diff"]
+        for name in files:
+            out[os.path.relpath(os.path.join(folder, name), mnt / "history")] = Path(folder, name).read_bytes()
+    return out
+
+
+def answer_prompt(argv: list[str], env: dict[str, str], reply: bytes) -> tuple[int, str]:
+    """Run ``memfs argv`` on a terminal, answer its question with ``reply``; (exit code, output)."""
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: nothing of pytest may run here
+        os.execve(sys.executable, [sys.executable, "-m", "memfs", *argv], {**clean_env(), **env})
+    seen = b""
+    try:
+        while b"Forget them?" not in seen:
+            seen += os.read(fd, 4096)
+        os.write(fd, reply)
+        while chunk := os.read(fd, 4096):
+            seen += chunk
+    except OSError:  # EIO: the child has closed the terminal
+        pass
+    finally:
+        os.close(fd)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), seen.decode(errors="replace")
+
+
+def test_text_appended_by_mistake_and_forgotten_is_on_no_route_and_not_in_the_history_file(
+        workspace: Path, tmp_path: Path, mount_factory) -> None:
+    (workspace / "MEMORY.md").write_text(f"# Memory\n- {MISTAKE}\n")
+    main = mount_factory(workspace)
+    shared = mount_factory(workspace, "main", "--mode", "shared", mnt=tmp_path / "shared")
+    env = {"MEMFS_STATE_DIR": str(main.state)}
+    rel = "memory/2026-11-22.md"
+    (main.mnt / rel).write_text("- 08:00 coffee\n")
+    subprocess.run(["sh", "-c", f"cat MEMORY.md >> {rel}"], cwd=main.mnt, check=True, timeout=30)  # the mistake
+    assert MISTAKE in (main.mnt / rel).read_text()
+    subprocess.run(["sh", "-c", f"printf -- '- 08:00 coffee\\n' > {rel}"], cwd=main.mnt, check=True, timeout=30)
+    subprocess.run(["sh", "-c", f"echo '- 09:00 standup' >> {rel}"], cwd=main.mnt, check=True, timeout=30)
+    assert (main.mnt / rel).read_text() == "- 08:00 coffee\n- 09:00 standup\n"
+    # Undone, yet kept: a shared mount's history/ shows MEMORY.md's text under the log's name.
+    assert wait_until(lambda: any(MISTAKE.encode() in v for v in versions_on(shared.mnt, rel).values()))
+    before = all_versions(main.mnt)
+    holding = sorted(k for k, v in before.items() if MISTAKE.encode() in v)
+    assert {k.rpartition("/")[0] for k in holding} == {"MEMORY.md", rel}
+    kept = {k: v for k, v in before.items() if MISTAKE.encode() not in v}
+    assert len(kept) >= 3
+
+    (db,) = (main.state / "workspaces").glob("*/main.history.sqlite")
+    assert history_leaks(db, MISTAKE.encode())  # compressed, so only the zlib scan sees it
+    argv = ["history", "forget", "--containing", MISTAKE, "-w", str(workspace)]
+    # Without a terminal and without --yes: listed, refused, nothing forgotten.
+    piped = memfs_cli(*argv, env=env, input="y\n")
+    assert piped.returncode == 1 and "pass --yes" in piped.stderr
+    # On a terminal: the list (paths and version names, never the text), then y/N; "n" keeps all.
+    code, shown = answer_prompt(argv, env, b"n\n")
+    assert code == 1 and "nothing was forgotten" in shown, shown
+    assert all(k.rpartition("/")[2] in shown for k in holding) and "KESTREL" not in shown
+    assert all_versions(main.mnt) == before
+    # A shared caller can neither forget nor learn whether any version holds the text.
+    refused = memfs_cli("--mode", "shared", *argv, "--yes", env={"MEMFS_STATE_DIR": str(shared.state)})
+    assert refused.returncode == 1 and "may not forget" in refused.stderr and "MEMORY.md" not in refused.stdout
+
+    done = memfs_cli(*argv, "--yes", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"forgot {len(holding)} versions of 2 files") and "KESTREL" not in done.stdout
+    assert "note: MEMORY.md holds that text now" in done.stderr and "warning" not in done.stderr
+
+    # No route shows it: the shared mount's history/ (versions and diffs), the main one, the CLI.
+    for mnt in (shared.mnt, main.mnt):
+        grep = subprocess.run(["grep", "-r", "KESTREL", str(mnt / "history")], capture_output=True, text=True)
+        assert grep.returncode == 1, grep.stdout
+    for key in holding:
+        with pytest.raises(FileNotFoundError):
+            (shared.mnt / "history" / key).read_bytes()
+    listed = history_json(main, rel)
+    forgotten = [k.rpartition("/")[2] for k in holding if k.startswith(rel + "/")]
+    assert [f["version"] for f in listed["forgotten"]] == forgotten and listed["forgotten"][0]["via"] == "cli"
+    assert not set(forgotten) & {v["version"] for v in listed["versions"]}
+    shared_env = {"MEMFS_STATE_DIR": str(shared.state)}
+    for version in forgotten:
+        out = memfs_cli("--mode", "shared", "history", rel, version, "-w", str(workspace), env=shared_env)
+        assert out.returncode == 1 and "KESTREL" not in out.stdout
+    out = memfs_cli("history", rel, "-w", str(workspace), env=env)
+    assert "KESTREL" not in out.stdout and f"{forgotten[0]}    forgotten" in out.stdout
+    # Not in the history database's bytes (the file, its write-ahead log, its shared memory).
+    assert history_leaks(db, MISTAKE.encode()) == []
+    # Everything else reads back byte for byte; the files themselves are untouched.
+    assert all_versions(main.mnt) == kept
+    assert MISTAKE in (main.mnt / "MEMORY.md").read_text()
+    assert (main.mnt / rel).read_text() == "- 08:00 coffee\n- 09:00 standup\n"

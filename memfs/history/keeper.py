@@ -5,12 +5,14 @@ CLI (if the file no longer looks as it did when its newest version was taken, so
 beside the mount: that content is kept first, so the change cannot lose it), **after** a change
 (close, fsync, truncate, rename into place: the new content, with who made it), and when the
 watcher or a reconciliation sees a change made beside the mount.  A version identical to the
-newest one is not kept again.
+newest one is not kept again.  Forgetting versions on purpose is here too, with what it leaves
+(the same bytes under another version, a file that holds them now).
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from memfs.config import Config
 from memfs.history.provenance import BESIDE, Provenance
-from memfs.history.store import HistoryError, HistoryStore, Version
+from memfs.history.store import Forgotten, HistoryError, HistoryStore, Version
 from memfs.replacing import staged_replacement, sync_folder
 from memfs.workspace import is_memory
 
@@ -44,6 +46,16 @@ class Snapshot:
     fingerprint: str
     mtime_ns: int
     linked: bool  # the file had other names (hard links): its bytes may be a private file's
+
+
+@dataclass(frozen=True)
+class Forgetting:
+    """What forgetting did, and what it could not do."""
+
+    forgotten: list[Forgotten]
+    emptied: bool  # the write-ahead log was emptied (else it may keep the bytes until its next checkpoint)
+    still_held: list[Version]  # versions not asked about that hold the very bytes of a forgotten one
+    held_now: list[str]  # files that hold the text (or a forgotten content) now: their next version will too
 
 
 def fingerprint(st: os.stat_result) -> str:
@@ -244,6 +256,33 @@ class History:
 
         lines = list(difflib.unified_diff(a, b, a_label, b_label))
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+
+    # -- forgetting ----------------------------------------------------------------------------
+
+    def containing(self, text: bytes) -> list[Version]:
+        return self.store.containing(text)
+
+    def forget(self, versions: list[Version], who: Provenance, text: bytes | None = None) -> Forgetting:
+        """Forget ``versions`` for good (see HistoryStore.forget); ``text``: what they were
+        chosen for containing, to say which files hold it now."""
+        gone, emptied = self.store.forget([v.id for v in versions], time.time_ns(), who)
+        blobs = {v.blob for v in versions}
+        digests = {v.sha256 for v in versions}
+        held_now = []
+        for rel in sorted({f.path for f in gone}):
+            snap = self._snapshot(rel)
+            if snap is not None and (text in snap.data if text else hashlib.sha256(snap.data).hexdigest() in digests):
+                held_now.append(rel)
+        if gone:
+            log.info("history: forgot %d versions of %d files for %s (pid %s)", len(gone), len({f.path for f in gone}),
+                     who.process, who.pid)
+        if not emptied:
+            log.warning("history: the write-ahead log of %s could not be emptied now (another process is reading "
+                        "it); the forgotten bytes may stay in it until it is: ask again once the reader is done", self.store.path)
+        return Forgetting(gone, emptied, self.store.holding(blobs), held_now)
+
+    def forgotten(self, rel: str) -> list[Forgotten]:
+        return self.store.forgotten(rel)
 
     # -- restoring -----------------------------------------------------------------------------
 

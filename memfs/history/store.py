@@ -4,7 +4,9 @@ Content is addressed by its SHA-256 and kept zlib-compressed.  A version whose c
 with the previous version of the same file (an append to a daily log or a JSONL) is stored as
 its new bytes only, on top of that one; a chain is cut (the whole content stored again) every
 ``MAX_CHAIN`` links so reading a version stays bounded.  Each version records when and by whom
-it was made; a deletion is recorded too, so a deleted file keeps its history.
+it was made; a deletion is recorded too, so a deleted file keeps its history.  A version can be
+forgotten on purpose (``forget``): its record goes, its bytes leave the file for good (the
+database is rewritten and its write-ahead log emptied), and only when and by whom is recorded.
 
 Writes commit with ``synchronous=FULL``: a version is on disk before the change that follows it
 is acknowledged.  One connection behind a lock; other processes read through WAL.
@@ -63,6 +65,17 @@ CREATE INDEX IF NOT EXISTS versions_blob ON versions(blob);
 -- (SEVERAL_NAMES) marks content read from a file with several hard links.
 CREATE TABLE IF NOT EXISTS held(
     blob INTEGER NOT NULL, path TEXT NOT NULL, PRIMARY KEY(blob, path)) WITHOUT ROWID;
+-- Versions forgotten on purpose (memfs history forget): which, when and by whom; never their
+-- bytes.  Kept so the listing can say so and so a forgotten name is never given to other bytes.
+CREATE TABLE IF NOT EXISTS forgotten(
+    version INTEGER PRIMARY KEY,       -- the id the version had
+    path TEXT NOT NULL, name TEXT NOT NULL,
+    time_ns INTEGER NOT NULL,          -- when the version was made
+    forgotten_ns INTEGER NOT NULL,
+    uid INTEGER, pid INTEGER, process TEXT,
+    via TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS forgotten_path ON forgotten(path, version);
 CREATE TABLE IF NOT EXISTS seen(
     path TEXT PRIMARY KEY,
     fingerprint TEXT NOT NULL          -- the file's identity and times when its newest version was taken
@@ -95,12 +108,35 @@ class Version:
 
     @property
     def time_iso(self) -> str:
-        moment = dt.datetime.fromtimestamp(self.time_ns / 1e9, dt.timezone.utc)
-        return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        return _iso(self.time_ns)
 
     def as_json(self) -> dict[str, object]:
         return {"version": self.name, "time": self.time_iso, "size": self.size, "sha256": self.sha256,
                 "uid": self.uid, "pid": self.pid, "process": self.process, "via": self.via}
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """A version forgotten on purpose: its name and time, and who forgot it when."""
+
+    version: int
+    path: str
+    name: str
+    time_ns: int
+    forgotten_ns: int
+    uid: int | None
+    pid: int | None
+    process: str | None
+    via: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"version": self.name, "time": _iso(self.time_ns), "forgotten": _iso(self.forgotten_ns),
+                "uid": self.uid, "pid": self.pid, "process": self.process, "via": self.via}
+
+
+def _iso(time_ns: int) -> str:
+    moment = dt.datetime.fromtimestamp(time_ns / 1e9, dt.timezone.utc)
+    return moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
 _VERSION_COLUMNS = ("v.id, v.path, v.name, v.time_ns, b.size, b.sha256, v.blob, v.uid, v.pid, v.process, v.via")
@@ -320,8 +356,11 @@ class HistoryStore:
             # Names sort in the order the versions were made, even if a clock stepped back.
             if latest is not None:
                 time_ns = max(time_ns, latest[1])
-            newest = self.conn.execute("SELECT name FROM versions WHERE path = ? AND name IS NOT NULL "
-                                       "ORDER BY id DESC LIMIT 1", (path,)).fetchone()
+            # Counting on from the newest name, a forgotten one included (see version_name).
+            newest = self.conn.execute(
+                "SELECT name FROM (SELECT id, name FROM versions WHERE path = ? AND name IS NOT NULL "
+                "UNION ALL SELECT version, name FROM forgotten WHERE path = ?) ORDER BY id DESC LIMIT 1",
+                (path, path)).fetchone()
             name = version_name(path, time_ns, newest[0] if newest else None)
             self.conn.execute(
                 "INSERT INTO versions(path, name, time_ns, blob, uid, pid, process, via) VALUES (?,?,?,?,?,?,?,?)",
@@ -367,6 +406,85 @@ class HistoryStore:
             self.conn.execute("DELETE FROM seen WHERE path = ?", (path,))
         return True
 
+    # -- forgetting on purpose -------------------------------------------------------------------
+
+    def containing(self, needle: bytes) -> list[Version]:
+        """Every version (of any path, deleted ones included) whose bytes contain ``needle``,
+        by path and age.  Each stored piece is read once: a content contains ``needle`` if what
+        it stands on does, or if the piece does, with the end of what it stands on before it
+        (``needle`` may straddle the seam)."""
+        if not needle:
+            raise HistoryError("the text to look for is empty")
+        overlap = len(needle) - 1
+        hits: set[int] = set()
+        tails: dict[int, bytes] = {}
+        with self.lock:
+            for blob, base, data in self.conn.execute("SELECT id, base, data FROM blobs ORDER BY id"):
+                piece = zlib.decompress(data)  # a base is always older than what stands on it
+                joined = piece if base is None else tails.get(base, b"") + piece
+                if needle in joined or (base is not None and base in hits):
+                    hits.add(blob)
+                tails[blob] = joined[max(0, len(joined) - overlap):] if overlap else b""
+            rows = self.conn.execute(
+                f"SELECT {_VERSION_COLUMNS} FROM versions v JOIN blobs b ON b.id = v.blob "
+                "ORDER BY v.path, v.id").fetchall()
+        return [Version(*row) for row in rows if row[6] in hits]
+
+    def holding(self, blobs: set[int]) -> list[Version]:
+        """The versions whose content is one of ``blobs``."""
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT {_VERSION_COLUMNS} FROM versions v JOIN blobs b ON b.id = v.blob "
+                "ORDER BY v.path, v.id").fetchall()
+        return [Version(*row) for row in rows if row[6] in blobs]
+
+    def forgotten(self, path: str) -> list[Forgotten]:
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT version, path, name, time_ns, forgotten_ns, uid, pid, process, via FROM forgotten "
+                "WHERE path = ? ORDER BY version", (path,)).fetchall()
+        return [Forgotten(*row) for row in rows]
+
+    def forget(self, ids: list[int], time_ns: int, who: Provenance) -> tuple[list[Forgotten], bool]:
+        """Forget the versions ``ids``: their records go (a record that they were forgotten,
+        when and by ``who``, takes their place), and so does content no other version holds;
+        content that stood on it is stored whole first, so every other version reads back as
+        before.  Then the database is rewritten (VACUUM, with deleted cells zeroed meanwhile)
+        and its write-ahead log emptied, so no page of the file, in use or free, keeps the
+        bytes.  Returns what was forgotten, and whether the log could be emptied (not while
+        another process reads an older state of the history for longer than the busy timeout)."""
+        with self.lock:
+            before = int(self.conn.execute("PRAGMA secure_delete").fetchone()[0])
+            self.conn.execute("PRAGMA secure_delete=ON")  # until the VACUUM: a crash leaves zeros, not text
+            try:
+                with self.transaction():
+                    rows = []
+                    for chunk in range(0, len(ids), 500):
+                        part = ids[chunk : chunk + 500]
+                        rows += self.conn.execute(
+                            "SELECT id, path, name, time_ns FROM versions WHERE blob IS NOT NULL AND "
+                            f"id IN ({','.join('?' * len(part))})", part).fetchall()
+                    gone = [Forgotten(r[0], r[1], r[2], r[3], time_ns, who.uid, who.pid, who.process, who.via)
+                            for r in sorted(rows)]
+                    self.conn.executemany(
+                        "INSERT INTO forgotten(version, path, name, time_ns, forgotten_ns, uid, pid, process, via) "
+                        "VALUES (?,?,?,?,?,?,?,?,?)",
+                        [(f.version, f.path, f.name, f.time_ns, f.forgotten_ns, f.uid, f.pid, f.process, f.via)
+                         for f in gone])
+                    self.conn.executemany("DELETE FROM versions WHERE id = ?", [(f.version,) for f in gone])
+                    # A file with no content left has nothing for a deletion record to be about.
+                    self.conn.execute(
+                        "DELETE FROM versions WHERE blob IS NULL AND NOT EXISTS "
+                        "(SELECT 1 FROM versions w WHERE w.path = versions.path AND w.blob IS NOT NULL)")
+                    self._collect()
+                # Even with nothing left to forget: asked again, it finishes what an interrupted
+                # or busy run could not.
+                self.conn.execute("VACUUM")  # free pages and cells moved earlier may hold old copies
+                busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            finally:
+                self.conn.execute(f"PRAGMA secure_delete={before}")
+        return gone, not busy
+
     # -- pruning -------------------------------------------------------------------------------
 
     def prune(self, older_than_ns: int, max_bytes: int) -> int:
@@ -380,6 +498,7 @@ class HistoryStore:
             removed += self._drop("(SELECT MIN(w.time_ns) FROM versions w WHERE w.path = v.path AND w.id > v.id) < ?",
                                   (older_than_ns,))
             self._collect()
+            self.conn.execute("DELETE FROM forgotten WHERE forgotten_ns < ?", (older_than_ns,))
         while self.size_bytes() > max_bytes:
             with self.transaction():
                 prunable = self.conn.execute(

@@ -154,6 +154,9 @@ def test_two_writers_at_once_store_each_id_once(smount, tmp_path: Path) -> None:
     assert all(p.wait(timeout=120) == 0 for p in procs)
     ids = [r["id"] for r in lines_of(smount.workspace)]
     assert sorted(ids) == sorted(f"chat1-{i}" for i in range(90))
+    # Writers lock the folder itself: nothing but the chats is left for `git add -A` to find.
+    left = {p.name for p in (smount.workspace / "clawgpt-memory").iterdir()} - {"a", "b"}
+    assert left and all(name.endswith(".jsonl") for name in left), left
 
 
 @pytest.mark.fuse

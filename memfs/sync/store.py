@@ -2,8 +2,10 @@
 timestamp's date, appended as one canonical line; existing lines are never touched.
 
 The id index is rebuilt from the files whenever they changed since it was built (files are the
-truth).  An exclusive lock on ``clawgpt-memory/.lock`` serialises writers across processes (the
-mount, `memfs sync`, several at once), so concurrent overlapping batches still store each id once.
+truth).  An exclusive lock on the ``clawgpt-memory/`` folder itself (flock on its descriptor)
+serialises writers across processes (the mount, `memfs sync`, several at once), so concurrent
+overlapping batches still store each id once; no lock file is left in the workspace, where
+``git add -A`` and every file tool would see it.
 
 Only regular files are read or appended to, never through a symlink: a day file that is a link
 (say, to MEMORY.md) would otherwise let whoever can write a sync message write into its target.
@@ -29,6 +31,17 @@ from memfs.workspace import SYNC_DIR
 
 log = logging.getLogger(__name__)
 REJECTED_DIR = ".rejected"
+
+
+OLD_LOCK_FILE = ".lock"  # where versions before 2026-11-25 locked; removed when found empty
+
+
+def _drop_old_lock_file(folder: Path) -> None:
+    try:
+        if (folder / OLD_LOCK_FILE).lstat().st_size == 0:
+            (folder / OLD_LOCK_FILE).unlink()
+    except OSError:
+        pass
 
 
 @dataclass
@@ -103,8 +116,10 @@ class SyncStore:
         to them, nor learn which ids they hold by what gets stored."""
         result = IngestResult()
         self.folder.mkdir(parents=True, exist_ok=True)
-        with self._lock, open(self.folder / ".lock", "a") as lock_file:
-            fcntl.flock(lock_file, fcntl.LOCK_EX)
+        _drop_old_lock_file(self.folder)
+        with self._lock:
+            lock_fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
             try:
                 ids = self._load_ids(hidden)
                 batches: dict[str, list[str]] = {}
@@ -126,7 +141,8 @@ class SyncStore:
                 if hidden is None:
                     self._seen = _signature(self.folder)
             finally:
-                fcntl.flock(lock_file, fcntl.LOCK_UN)
+                fcntl.flock(lock_fd, fcntl.LOCK_UN)
+                os.close(lock_fd)
         return result
 
     @staticmethod

@@ -6,15 +6,16 @@ drops the kernel's cached attributes and pages of the changed paths.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
 import watchfiles
 
+from memfs import longpath
 from memfs.memory import Memory
 from memfs.mounttable import OtherMounts
 from memfs.workspace import is_memory
@@ -38,13 +39,16 @@ def _relative(workspace: Path, raw: str) -> str | None:
 def _reindex(memory: Memory, rel: str) -> None:
     full = memory.cfg.workspace / rel
     extra = memory.cfg.index.extra_paths
-    if full.is_dir():
-        for dirpath, _, names in os.walk(full):
-            for name in names:
-                child = (Path(dirpath) / name).relative_to(memory.cfg.workspace).as_posix()
-                if is_memory(child, extra):
-                    memory.file_changed(child)
-    elif full.exists():
+    try:
+        mode: int | None = longpath.stat_of(full).st_mode  # past PATH_MAX too
+    except OSError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        for below in longpath.files_below(full):
+            child = f"{rel}/{below}"
+            if is_memory(child, extra):
+                memory.file_changed(child)
+    elif mode is not None:
         if is_memory(rel, extra):
             memory.file_changed(rel)
     else:
@@ -70,15 +74,12 @@ async def watch_workspace(
         embed = False
         for rel in paths:
             try:
-                st = os.lstat(workspace / rel)
+                st = longpath.lstat(workspace / rel)
                 exists = True
             except FileNotFoundError:
                 st, exists = None, False
             except OSError as exc:
-                if exc.errno == errno.ENAMETOOLONG:  # deeper than PATH_MAX from here: no memory file is
-                    log.debug("watch: %s is too deep to look at", rel[:200])
-                else:
-                    log.warning("watch: cannot stat %s: %s", rel, exc)
+                log.warning("watch: cannot stat %s: %s", rel, exc)
                 continue
             if is_own is not None and is_own(rel, st):
                 continue

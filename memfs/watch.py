@@ -36,7 +36,7 @@ def _relative(workspace: Path, raw: str) -> str | None:
         return None
 
 
-def _reindex(memory: Memory, rel: str) -> None:
+def _reindex(memory: Memory, rel: str, is_own: IsOwn | None = None) -> None:
     full = memory.cfg.workspace / rel
     extra = memory.cfg.index.extra_paths
     try:
@@ -44,15 +44,26 @@ def _reindex(memory: Memory, rel: str) -> None:
     except OSError:
         mode = None
     if mode is not None and stat.S_ISDIR(mode):
+        # A folder changes when a file is made in it: one the mount is writing now (mkdir -p,
+        # then a write) is the mount's, versioned and indexed when it is closed.
         for below in longpath.files_below(full):
             child = f"{rel}/{below}"
-            if is_memory(child, extra):
+            if is_memory(child, extra) and not _own(is_own, child, full / below):
                 memory.file_changed(child)
     elif mode is not None:
         if is_memory(rel, extra):
             memory.file_changed(rel)
     else:
         memory.path_removed(rel)
+
+
+def _own(is_own: IsOwn | None, rel: str, full: Path) -> bool:
+    if is_own is None:
+        return False
+    try:
+        return is_own(rel, longpath.lstat(full))
+    except OSError:
+        return False
 
 
 async def watch_workspace(
@@ -92,7 +103,7 @@ async def watch_workspace(
                 continue
             log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
             try:
-                await trio.to_thread.run_sync(_reindex, memory, rel)
+                await trio.to_thread.run_sync(_reindex, memory, rel, is_own)
             except Exception as exc:  # one bad moment (a locked index, a vanished file) must not end the watch
                 log.warning("watch: could not index %s now (%s); the next change or mount picks it up", rel, exc)
             embed = True

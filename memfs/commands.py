@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from memfs import longpath
 from memfs.config import Config
 from memfs.index.indexer import Progress
 from memfs.memory import (
@@ -87,9 +88,9 @@ def _workspace_path(cfg: Config, path: str, cwd: str) -> str:
     here, point = _caller_folder(cfg, cwd)
     if point is not None and os.path.isabs(path) and (path == str(point) or path.startswith(str(point).rstrip("/") + "/")):
         return str(cfg.workspace / os.path.relpath(path, point))
-    if os.path.isabs(path) or (cfg.workspace / path).exists():
+    if os.path.isabs(path) or longpath.exists(cfg.workspace / path):  # a memory file may be past PATH_MAX
         return path
-    if (here == cfg.workspace or cfg.workspace in here.parents) and (here / path).exists():
+    if (here == cfg.workspace or cfg.workspace in here.parents) and longpath.exists(here / path):
         return str(here / path)
     return path
 
@@ -241,7 +242,7 @@ def _history_path(memory: Memory, cfg: Config, path: str, cwd: str) -> str | Ans
             return Answer(error=str(exc))
     versions = memory.versions(cfg.mode)
     for rel in candidates:
-        if (cfg.workspace / rel).exists() or rel in versions.paths():
+        if longpath.exists(cfg.workspace / rel) or rel in versions.paths():
             return rel
     return candidates[0]
 

@@ -328,7 +328,7 @@ class Memory:
         self._after_change(lambda history: history.changed(rel, who), rel)
         outcome = self.indexer.index_file(rel)
         if outcome.action == "skipped" and outcome.reason:
-            log.warning("not indexed: %s: %s", rel, outcome.reason)
+            log.warning("not indexed: %s: %s", outcome.path, outcome.reason)  # printable, whatever the name
         return outcome
 
     def file_removed(self, rel: str) -> bool:

@@ -32,6 +32,7 @@ import stat
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from memfs import longpath
 from memfs.config import MAIN_MODE
 from memfs.workspace import LONG_TERM_NAMES
 
@@ -137,7 +138,7 @@ def resolve_within(workspace: Path, rel: str) -> str | None:
             continue
         candidate = os.path.join(root, *resolved, part)
         try:
-            st = os.lstat(candidate)
+            st = longpath.lstat(candidate)
         except OSError:  # missing: the rest of the path is taken as written
             for rest in [part, *pending]:
                 if rest != "..":
@@ -153,7 +154,8 @@ def resolve_within(workspace: Path, rel: str) -> str | None:
         hops += 1
         if hops > MAX_LINK_HOPS:
             return None
-        target = os.readlink(candidate)
+        with longpath.reach(candidate) as short:
+            target = os.readlink(short)
         if os.path.isabs(target):
             target = os.path.normpath(target)
             if target != root and not target.startswith(root + "/"):
@@ -180,6 +182,37 @@ def opened_relative(workspace: Path, fd: int) -> str | None:
     return opened[len(root) + 1 :] if opened.startswith(root + "/") else None
 
 
+def open_resolved(workspace: Path, resolved: str, flags: int) -> int:
+    """Open ``resolved`` (what :func:`resolve_within` gave) in the workspace.  Past PATH_MAX and
+    with ``O_NOFOLLOW``, no component at all is followed (see :func:`opened_at`)."""
+    root = os.path.realpath(workspace)
+    full = os.path.join(root, resolved)
+    if longpath.fits(full):
+        return os.open(full, flags)
+    if flags & os.O_NOFOLLOW:
+        return longpath.open_nofollow(root, resolved, flags)
+    with longpath.reach(full) as short:
+        return os.open(short, flags)
+
+
+def opened_at(workspace: Path, fd: int, resolved: str) -> bool:
+    """Whether ``fd`` (from :func:`open_resolved` with ``O_NOFOLLOW``) is the file at
+    ``resolved`` now.  Past PATH_MAX the kernel cannot name what is open
+    (``/proc/self/fd`` says ENAMETOOLONG): the open followed no symlink on the way, and what is
+    at that name now must still be the file that was opened."""
+    try:
+        return opened_relative(workspace, fd) == resolved
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:
+            raise
+    try:
+        now = longpath.lstat(os.path.join(os.path.realpath(workspace), resolved))
+    except OSError:
+        return False
+    st = os.fstat(fd)
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
 def read_visible(workspace: Path, rel: str, privacy: Privacy) -> bytes:
     """The bytes of a regular workspace file, judged by what was actually opened:
     FileNotFoundError if it is missing or private for ``privacy`` (the same answer, so a shared
@@ -193,7 +226,7 @@ def read_visible(workspace: Path, rel: str, privacy: Privacy) -> bytes:
         target = resolved
     flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_NOFOLLOW if privacy.shared else 0)
     try:
-        fd = os.open(os.path.join(os.path.realpath(workspace), target), flags)
+        fd = open_resolved(workspace, target, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # swapped for a symlink since it was resolved
             raise FileNotFoundError(rel) from None
@@ -204,7 +237,7 @@ def read_visible(workspace: Path, rel: str, privacy: Privacy) -> bytes:
             raise IsADirectoryError(rel)
         if not stat.S_ISREG(st.st_mode):
             raise FileNotFoundError(rel)
-        if privacy.shared and (st.st_nlink > 1 or opened_relative(workspace, fd) != target):
+        if privacy.shared and (st.st_nlink > 1 or not opened_at(workspace, fd, target)):
             raise FileNotFoundError(rel)
         chunks = []
         while block := os.read(fd, 1 << 20):

@@ -6,15 +6,16 @@ drops the kernel's cached attributes and pages of the changed paths.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
+import stat
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import trio
 import watchfiles
 
+from memfs import longpath
 from memfs.memory import Memory
 from memfs.mounttable import OtherMounts
 from memfs.workspace import is_memory
@@ -35,20 +36,34 @@ def _relative(workspace: Path, raw: str) -> str | None:
         return None
 
 
-def _reindex(memory: Memory, rel: str) -> None:
+def _reindex(memory: Memory, rel: str, is_own: IsOwn | None = None) -> None:
     full = memory.cfg.workspace / rel
     extra = memory.cfg.index.extra_paths
-    if full.is_dir():
-        for dirpath, _, names in os.walk(full):
-            for name in names:
-                child = (Path(dirpath) / name).relative_to(memory.cfg.workspace).as_posix()
-                if is_memory(child, extra):
-                    memory.file_changed(child)
-    elif full.exists():
+    try:
+        mode: int | None = longpath.stat_of(full).st_mode  # past PATH_MAX too
+    except OSError:
+        mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        # A folder changes when a file is made in it: one the mount is writing now (mkdir -p,
+        # then a write) is the mount's, versioned and indexed when it is closed.
+        for below in longpath.files_below(full):
+            child = f"{rel}/{below}"
+            if is_memory(child, extra) and not _own(is_own, child, full / below):
+                memory.file_changed(child)
+    elif mode is not None:
         if is_memory(rel, extra):
             memory.file_changed(rel)
     else:
         memory.path_removed(rel)
+
+
+def _own(is_own: IsOwn | None, rel: str, full: Path) -> bool:
+    if is_own is None:
+        return False
+    try:
+        return is_own(rel, longpath.lstat(full))
+    except OSError:
+        return False
 
 
 async def watch_workspace(
@@ -70,15 +85,12 @@ async def watch_workspace(
         embed = False
         for rel in paths:
             try:
-                st = os.lstat(workspace / rel)
+                st = longpath.lstat(workspace / rel)
                 exists = True
             except FileNotFoundError:
                 st, exists = None, False
             except OSError as exc:
-                if exc.errno == errno.ENAMETOOLONG:  # deeper than PATH_MAX from here: no memory file is
-                    log.debug("watch: %s is too deep to look at", rel[:200])
-                else:
-                    log.warning("watch: cannot stat %s: %s", rel, exc)
+                log.warning("watch: cannot stat %s: %s", rel, exc)
                 continue
             if is_own is not None and is_own(rel, st):
                 continue
@@ -91,7 +103,7 @@ async def watch_workspace(
                 continue
             log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
             try:
-                await trio.to_thread.run_sync(_reindex, memory, rel)
+                await trio.to_thread.run_sync(_reindex, memory, rel, is_own)
             except Exception as exc:  # one bad moment (a locked index, a vanished file) must not end the watch
                 log.warning("watch: could not index %s now (%s); the next change or mount picks it up", rel, exc)
             embed = True

@@ -15,10 +15,12 @@ import logging
 import os
 import re
 import shutil
+import stat
 import time
 import zoneinfo
 from pathlib import Path, PurePosixPath
 
+from memfs import longpath
 from memfs.config import Config
 
 log = logging.getLogger(__name__)
@@ -87,6 +89,22 @@ def is_memory(relpath: str, extra_patterns: list[str] | tuple[str, ...] = ()) ->
     return classify(relpath, extra_patterns) is not FileKind.OTHER
 
 
+def shown(relpath: str) -> str:
+    """A path as text that can be stored and printed: the bytes of a name that are not UTF-8
+    (``os.fsdecode`` gives them as lone surrogates, which SQLite and UTF-8 output refuse)
+    written as ``\\xNN``."""
+    return os.fsencode(relpath).decode("utf-8", "backslashreplace")
+
+
+def name_is_text(relpath: str) -> bool:
+    """Whether a path's bytes are UTF-8 (what memfs can store, search and cite)."""
+    try:
+        relpath.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def daily_date(relpath: str) -> dt.date | None:
     """The date a daily log or sync file is named after, if it is one."""
     name = PurePosixPath(relpath).name
@@ -145,8 +163,8 @@ def relative(workspace: Path, path: str | Path) -> str:
         raise OutsideWorkspace(f"{path} is outside the workspace {workspace}") from None
     if str(rel) == ".":
         raise OutsideWorkspace(f"{path} is the workspace itself, not a file in it")
-    # A symlink inside the workspace may still point out of it.
-    real = candidate.resolve()
+    # A symlink inside the workspace may still point out of it (past PATH_MAX too).
+    real = Path(longpath.realpath(candidate))
     try:
         real.relative_to(workspace.resolve())
     except ValueError:
@@ -155,17 +173,27 @@ def relative(workspace: Path, path: str | Path) -> str:
 
 
 def iter_memory_files(cfg: Config) -> list[str]:
-    """Every memory file of the workspace, as sorted workspace-relative paths."""
+    """Every memory file of the workspace, as sorted workspace-relative paths.  Each folder is
+    opened relative to its parent's descriptor (``os.fwalk``), so folders deeper than PATH_MAX
+    from here are walked too (``os.walk`` stops at them without a word); symlinked folders are
+    not entered."""
     root = cfg.workspace
     found: list[str] = []
-    for dirpath, dirnames, filenames in os.walk(root):
+    for dirpath, dirnames, filenames, dirfd in os.fwalk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         base = Path(dirpath).relative_to(root)
         for name in filenames:
             rel = (base / name).as_posix()
-            if is_memory(rel, cfg.index.extra_paths) and (Path(dirpath) / name).is_file():
+            if is_memory(rel, cfg.index.extra_paths) and _is_file_at(dirfd, name):
                 found.append(rel)
     return sorted(found)
+
+
+def _is_file_at(dirfd: int, name: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(name, dir_fd=dirfd).st_mode)  # through a symlink, as Path.is_file
+    except OSError:
+        return False
 
 
 def init_workspace(dest: Path) -> tuple[list[str], list[str]]:

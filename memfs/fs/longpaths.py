@@ -8,6 +8,8 @@ and the file is named ``/proc/self/fd/<folder>/<name>``, which every path-taking
 accepts, so the rest of the daemon keeps using plain paths.  The folder's descriptor lives until
 the FUSE request that needed it ends (:func:`request_ended`, called by every guarded handler).
 Short paths, nearly all of them, are returned as they are at the cost of one length check.
+How a folder is opened piecewise lives in :mod:`memfs.longpath`, which the layers below this one
+(the indexer, the history, ``Memory``) use for the same files.
 """
 
 from __future__ import annotations
@@ -15,8 +17,7 @@ from __future__ import annotations
 import contextvars
 import os
 
-PATH_MAX = 4096  # Linux's, including the terminating NUL: a usable path is at most 4095 bytes
-_FOLDER_FLAGS = os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC
+from memfs.longpath import PATH_MAX, open_folder
 
 # The descriptors opened for the request being handled (None outside a request).
 _opened: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("memfs_long_path_fds", default=None)
@@ -36,25 +37,6 @@ def request_ended(token: contextvars.Token[list[int] | None], fds: list[int]) ->
         os.close(fd)
 
 
-def _open_folder(path: bytes) -> int:
-    fd = os.open(b"/", _FOLDER_FLAGS)
-    rest = path.lstrip(b"/")
-    try:
-        while rest:
-            if len(rest) < PATH_MAX:
-                piece, rest = rest, b""
-            else:
-                cut = rest.rfind(b"/", 0, PATH_MAX - 1)  # names are at most NAME_MAX (255): there is one
-                piece, rest = rest[:cut], rest[cut + 1 :]
-            inner = os.open(piece, _FOLDER_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
 def reachable(full: bytes) -> bytes:
     """``full`` itself if the kernel takes it, else an equivalent short path through an open
     descriptor of its folder (only inside a request; outside one the long path is returned and
@@ -65,6 +47,6 @@ def reachable(full: bytes) -> bytes:
     if fds is None:
         return full
     folder, _, name = full.rpartition(b"/")
-    fd = _open_folder(folder)
+    fd = open_folder(folder)
     fds.append(fd)
     return b"/proc/self/fd/%d/%s" % (fd, name)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import trio
 
+from memfs import longpath
 from memfs.config import CONFIG_FILE
 from memfs.embedder import BackgroundEmbedder
 from memfs.memory import BESIDE, MOUNT, Memory, Provenance
@@ -49,8 +50,8 @@ class MemoryWrites:
 
     def _is_folder(self, rel: str) -> bool:
         try:
-            return stat.S_ISDIR(os.lstat(self.prefix + rel).st_mode)
-        except OSError:  # gone, or deeper than PATH_MAX from here (no memory file is that deep)
+            return stat.S_ISDIR(longpath.lstat(self.prefix + rel).st_mode)
+        except OSError:  # gone
             return False
 
     def _classify(self, rel: str) -> bool:
@@ -60,7 +61,7 @@ class MemoryWrites:
         if not self.track_own:
             return
         try:
-            st = os.lstat(self.prefix + rel)  # as the watcher looks: a symlink is not its target
+            st = longpath.lstat(self.prefix + rel)  # as the watcher looks: a symlink is not its target
         except OSError:
             self._remember(rel, GONE)
             return

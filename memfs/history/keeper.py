@@ -24,9 +24,10 @@ from pathlib import Path
 
 from memfs.config import Config
 from memfs.history.provenance import BESIDE, Provenance
+from memfs import longpath
 from memfs.history.store import Forgotten, HistoryError, HistoryStore, Version
 from memfs.replacing import staged_replacement, sync_folder
-from memfs.workspace import is_memory
+from memfs.workspace import is_memory, name_is_text
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,8 @@ class History:
         self.store.close()
 
     def tracks(self, rel: str) -> bool:
-        return is_memory(rel, self.extra)
+        # A name that is not UTF-8 cannot be stored (nor shown): the index lists it as skipped.
+        return is_memory(rel, self.extra) and name_is_text(rel)
 
     # -- reading the workspace -----------------------------------------------------------------
 
@@ -111,7 +113,8 @@ class History:
         symlink is not followed: its target has a history of its own if it is memory)."""
         for _ in range(READ_ATTEMPTS):
             try:
-                fd = os.open(self.workspace / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                with longpath.reach(self.workspace / rel) as path:  # past PATH_MAX too
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError:
                 return None
             try:
@@ -131,7 +134,7 @@ class History:
 
     def current_fingerprint(self, rel: str) -> str | None:
         try:
-            st = os.lstat(self.workspace / rel)
+            st = longpath.lstat(self.workspace / rel)
         except OSError:
             return None
         return fingerprint(st) if stat.S_ISREG(st.st_mode) else None
@@ -181,18 +184,20 @@ class History:
         has versions; they stay readable."""
         gone = 0
         for path in self._paths_under(rel):
-            if not os.path.lexists(self.workspace / path):
+            if not longpath.lexists(self.workspace / path):
                 gone += self.store.deleted(path, time.time_ns(), who)
         return gone
 
     def moved(self, old: str, new: str, who: Provenance) -> None:
         self.removed(old, who)
         target = self.workspace / new
-        if target.is_dir() and not target.is_symlink():
-            for folder, _, names in os.walk(target):
-                for name in names:
-                    rel = (Path(folder) / name).relative_to(self.workspace).as_posix()
-                    self.changed(rel, who)
+        try:
+            folder_moved = stat.S_ISDIR(longpath.lstat(target).st_mode)
+        except OSError:
+            folder_moved = False
+        if folder_moved:
+            for below in longpath.files_below(target):
+                self.changed(f"{new}/{below}", who)
         else:
             self.changed(new, who)
 
@@ -209,7 +214,7 @@ class History:
             if self.before_change(rel) is not None:
                 taken += 1
         for rel in self.store.paths():
-            if rel not in here and self.store.deleted_at(rel) is None and not os.path.lexists(self.workspace / rel):
+            if rel not in here and self.store.deleted_at(rel) is None and not longpath.lexists(self.workspace / rel):
                 self.store.deleted(rel, time.time_ns(), BESIDE)
         return taken
 

@@ -9,6 +9,7 @@ off any latency-critical path.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import logging
 import os
@@ -32,8 +33,9 @@ from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import fts_body
 from memfs.index.units import plain
-from memfs.privacy import Privacy, opened_relative, resolve_within
-from memfs.workspace import FileKind, classify, daily_date, iter_memory_files
+from memfs import longpath
+from memfs.privacy import Privacy, open_resolved, opened_at, resolve_within
+from memfs.workspace import FileKind, classify, daily_date, iter_memory_files, name_is_text, shown
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +101,11 @@ class Indexer:
         workspace = self.cfg.workspace
         resolved = resolve_within(workspace, rel)
         if resolved is None:
-            st = os.lstat(workspace / rel)
+            st = longpath.lstat(workspace / rel)
             reason = "skipped: a symlink that leads out of the workspace"
             return _Read(None, FileRecord(rel, kind.value, f"skip:{reason}:{st.st_mtime_ns}", st.st_mtime, st.st_size,
                                           0, reason, self.privacy.is_private(rel)))
-        fd = os.open(os.path.join(os.path.realpath(workspace), resolved),
-                     os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
+        fd = open_resolved(workspace, resolved, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW)
         try:
             st = os.fstat(fd)
             private = self.privacy.is_private(rel) or (stat.S_ISREG(st.st_mode) and st.st_nlink > 1)
@@ -115,7 +116,7 @@ class Indexer:
 
             if not stat.S_ISREG(st.st_mode):
                 return refused("skipped: not a regular file")
-            if opened_relative(workspace, fd) != resolved:
+            if not opened_at(workspace, fd, resolved):
                 raise FileNotFoundError(rel)  # changed while it was opened: the next change indexes it
             refusal = self._link_refusal(rel, resolved)
             if refusal:
@@ -174,11 +175,14 @@ class Indexer:
 
     def index_file(self, rel: str, force: bool = False) -> Outcome:
         full = self.cfg.workspace / rel
-        if classify(rel, self.cfg.index.extra_paths) is FileKind.OTHER:
+        kind = classify(rel, self.cfg.index.extra_paths)
+        if kind is FileKind.OTHER:
             return Outcome(rel, "skipped", reason="not a memory file")
+        if not name_is_text(rel):
+            return self._unreadable(rel, kind, "skipped: its name is not valid UTF-8 (rename it to index it)")
         previous = None if force else self.store.file(rel)
         try:
-            if not full.is_file():
+            if not _is_regular(full):
                 removed = self.store.remove_file(rel)
                 return Outcome(rel, "removed" if removed else "missing")
             read = self._read(rel, previous)
@@ -186,8 +190,7 @@ class Indexer:
             removed = self.store.remove_file(rel)
             return Outcome(rel, "removed" if removed else "missing")
         except OSError as exc:
-            log.warning("cannot read %s: %s", rel, exc)
-            return Outcome(rel, "skipped", reason=f"cannot read: {exc.strerror or exc}")
+            return self._unreadable(rel, kind, f"skipped: cannot read: {exc.strerror or exc}")
         text, record = read.text, read.record
         if read.unchanged or (previous is not None and previous.hash == record.hash
                               and previous.error == record.error and previous.private == record.private):
@@ -216,6 +219,23 @@ class Indexer:
                                           [chunk_days(rel, c) for c in chunks],
                                           from_line=read.first_line if read.append else None)
         return Outcome(rel, "indexed", chunks=len(chunks), pending=pending, reason=record.warning)
+
+    def _unreadable(self, rel: str, kind: FileKind, reason: str) -> Outcome:
+        """A memory file that cannot be read: recorded with the reason (status lists it, under
+        its name as :func:`shown` writes it), logged when the reason is new."""
+        name = shown(rel)
+        previous = self.store.file(name)
+        if previous is None or previous.error != reason:
+            log.warning("not indexed: %s: %s", name, reason)
+            try:
+                st = longpath.lstat(self.cfg.workspace / rel)
+                mtime, size = st.st_mtime, st.st_size
+            except OSError:
+                mtime, size = 0.0, 0
+            private = self.privacy.is_private(name)
+            self.store.replace_file(FileRecord(name, kind.value, f"skip:{reason}", mtime, size, 0, reason, private),
+                                    [], [], [], {})
+        return Outcome(name, "skipped", reason=reason)
 
     def remove(self, rel: str) -> bool:
         return self.store.remove_file(rel)
@@ -274,7 +294,7 @@ class Indexer:
             outcomes.append(self.index_file(rel))
             if progress:
                 progress(number, len(on_disk))
-        present = set(on_disk)
+        present = {shown(rel) for rel in on_disk}
         for record in self.store.files():
             if record.path not in present:
                 self.store.remove_file(record.path)
@@ -286,6 +306,17 @@ class Indexer:
 _MESSAGE_DAY = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
 FULL_HASH_BYTES = 1 << 20  # JSONL files up to this size are identified by their whole hash
 TAIL_BYTES = 1 << 16  # larger ones by their size and the hash of their last bytes
+
+
+def _is_regular(path: Path) -> bool:
+    """Whether ``path`` (followed, any length) is a regular file; False when it is not there,
+    OSError when it cannot be looked at."""
+    try:
+        return stat.S_ISREG(longpath.stat_of(path).st_mode)
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+            return False
+        raise
 
 
 def _read_from(fd: int, start: int) -> bytes:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+WARNINGS_SHOWN = 10
+
 
 def _size(n: int) -> str:
     value = float(n)
@@ -34,11 +36,17 @@ def render_status(info: dict[str, object]) -> str:
                      f"file{'s' if files != 1 else ''}, "
                      f"{_size(int(info['history_bytes']))} (kept {info['history_keep_days']:g} days, "
                      f"at most {info['history_max_mb']:g} MB; {info['history_path']})")
-    problems = info.get("problems") or []
-    for problem in problems[:10]:  # type: ignore[union-attr]
-        lines.append(f"problem:    {problem['path']}: {problem['not_indexed'] or problem['warning']}")
-    if len(problems) > 10:  # type: ignore[arg-type]
-        lines.append(f"problem:    ... and {len(problems) - 10} more (memfs status --json lists them all)")  # type: ignore[arg-type]
+    problems: list[dict[str, str]] = info.get("problems") or []  # type: ignore[assignment]
+    # Every file that is not indexed, with why (what a search cannot find must be said); files
+    # that are indexed but hold bytes that are not text only up to a point.
+    for problem in problems:
+        if problem["not_indexed"]:
+            lines.append(f"skipped:    {problem['path']}: {problem['not_indexed'].removeprefix('skipped: ')}")
+    warned = [p for p in problems if not p["not_indexed"]]
+    for problem in warned[:WARNINGS_SHOWN]:
+        lines.append(f"problem:    {problem['path']}: {problem['warning']}")
+    if len(warned) > WARNINGS_SHOWN:
+        lines.append(f"problem:    ... and {len(warned) - WARNINGS_SHOWN} more (memfs status --json lists them all)")
     if info.get("mounted_at"):
         lines.append(f"mount:      {info['mounted_at']} (up {info['uptime_s']} s)")
     if info.get("provider_error"):

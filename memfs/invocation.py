@@ -36,6 +36,8 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
     except ConfigError as exc:
         raise InvocationError(f"config: {exc}") from None
     mode = invocation.mode
+    # The main mode asked for by flag or by MEMFS_MODE: inside a shared mount both get one error.
+    asks_main = (mode if mode is not None else env.get("MEMFS_MODE", "")).strip().lower() == "main"
     given = invocation.workspace
     start = Path(os.path.expanduser(str(given or env.get("MEMFS_WORKSPACE") or cwd)))
     if not start.is_absolute():
@@ -53,7 +55,7 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
                     f"{state} (another MEMFS_STATE_DIR?): pass --workspace with the workspace folder")
         else:
             if record.mode != "main":
-                if mode is not None and mode.strip().lower() == "main":
+                if asks_main:
                     raise InvocationError(f"{point} is a shared-mode mount: the main mode is not available in it")
                 mode = record.mode
             elif mode is None and "MEMFS_MODE" not in env:
@@ -68,7 +70,7 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
     if here is not None and here != point:
         around = live_record(trusted_state_dir(env), here)
         if around is not None and around.mode != "main":
-            if mode is not None and mode.strip().lower() == "main":
+            if asks_main:
                 raise InvocationError(f"{here} is a shared-mode mount: the main mode is not available in it")
             mode = around.mode
     if config_file is not None and not os.path.isabs(os.path.expanduser(config_file)):

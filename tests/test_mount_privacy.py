@@ -390,6 +390,11 @@ def test_commands_inside_a_shared_mount_stay_shared(both) -> None:
     elevated = subprocess.run([sys.executable, "-m", "memfs", "--mode", "main", "get", "MEMORY.md"],
                               cwd=shared.mnt, capture_output=True, text=True, env={**clean_env(), **env}, timeout=120)
     assert elevated.returncode == 1 and "shared-mode mount" in elevated.stderr and "8813" not in elevated.stdout
+    # MEMFS_MODE=main asks the same thing and gets the same error, not a quiet shared answer.
+    by_env = subprocess.run([sys.executable, "-m", "memfs", "search", "anything"], cwd=shared.mnt,
+                            capture_output=True, text=True, env={**clean_env(), **env, "MEMFS_MODE": "main"},
+                            timeout=120)
+    assert by_env.returncode == 1 and by_env.stderr == elevated.stderr, (by_env.stdout, by_env.stderr)
     (shared.mnt / "memory" / "AGENTS.md").write_text("# a planted workspace\n")  # memory/ is writable
     (shared.mnt / "memory" / "config.toml").write_text("x")
     planted = subprocess.run([sys.executable, "-m", "memfs", "context"], cwd=shared.mnt / "memory",

@@ -248,3 +248,22 @@ def test_search_while_only_the_chunks_are_embedded(workspace: Path, make_memory,
     assert memory.store.pending_units(10) and not memory.store.pending_chunks(10)
     response = memory.search("LGBTQ support group", wait_ms=0)  # no time to embed the units itself
     assert response.results and response.results[0].path == "memory/2023-05-08.md"
+
+
+def test_each_result_says_how_to_read_around_itself(workspace: Path, make_memory) -> None:
+    from memfs.render.results import render_markdown
+
+    write(workspace / "MEMORY.md", TEMPLATE_FACTS)
+    write(workspace / "memory" / "2026-11-20.md", "# 2026-11-20\n\n## 10:00 - note\n\nBought green tea in Lisbon.\n")
+    memory = make_memory(workspace)
+    memory.index()
+    response = memory.search("tea", min_score=0, max_results=3)
+    assert len({r.path for r in response.results}) == 2
+    import re
+
+    sections = re.split(r"\n## \d+\. ", render_markdown(response))[1:]
+    assert len(sections) == len(response.results)
+    for section, result in zip(sections, response.results):
+        start, end = result.chunk_start_line, result.chunk_end_line
+        assert section.count("Read around it:") == 1
+        assert f"sed -n '{start},{end}p' {result.path}" in section, section

@@ -35,8 +35,9 @@ def _text(answer: Answer, with_notes: bool = False) -> str:
     return answer.stdout + (answer.stderr if with_notes else "")
 
 
-def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, Config]]) -> tuple[MCPServer, Answerer]:
-    answerer = Answerer(invocation, open_local)
+def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, Config]],
+                 serving_here: Callable[[], bool] | None = None) -> tuple[MCPServer, Answerer]:
+    answerer = Answerer(invocation, open_local, serving_here)
     server = MCPServer("memfs", instructions=INSTRUCTIONS)
 
     def ask(command: str, args: dict[str, Any]) -> Answer:

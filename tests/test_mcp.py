@@ -152,3 +152,98 @@ def test_a_running_daemon_answers_the_tools(tmp_path: Path, locomo_day) -> None:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
+
+
+def minimal_env(tmp_path: Path) -> dict[str, str]:
+    """What an MCP client gives the server it starts: hardly anything of the user's shell."""
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {"PATH": os.environ["PATH"], "HOME": str(home), "MEMFS_STATE_DIR": str(tmp_path / "state")}
+
+
+async def poll_search(session: ClientSession, query: str, wanted: str, timeout: float = 90) -> str:
+    """memory_search until its answer holds ``wanted`` from a reconciled index (the last answer
+    either way)."""
+    deadline = anyio.current_time() + timeout
+    while True:
+        result = await session.call_tool("memory_search", {"query": query})
+        text = "".join(c.text for c in result.content)
+        if (wanted in text and "not been indexed" not in text) or anyio.current_time() > deadline:
+            return text
+        await anyio.sleep(0.3)
+
+
+def test_mcp_alone_keeps_its_index_current(tmp_path: Path) -> None:
+    """No mount, no `memfs serve`, never `memfs index`: the MCP server reconciles at start and
+    sees what is written beside it while it runs."""
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "2026-01-01.md", "# 2026-01-01\n\nThe spare key hangs behind the barometer.\n")
+    env = minimal_env(tmp_path)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "memfs", "mcp", "-w", str(ws)], env=env)
+    answers: list[str] = []
+
+    async def main() -> None:
+        with open(tmp_path / "mcp.log", "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write_stream):
+                async with ClientSession(read, write_stream) as session:
+                    await session.initialize()
+                    answers.append(await poll_search(session, "spare key barometer", "2026-01-01.md#L"))
+                    write(ws / "memory" / "2026-01-02.md", "# 2026-01-02\n\nThe zeppelin hangar opens at dawn.\n")
+                    answers.append(await poll_search(session, "zeppelin hangar", "2026-01-02.md#L"))
+                    (ws / "memory" / "2026-01-01.md").unlink()
+                    answers.append(await poll_search(session, "spare key barometer", "No results"))
+
+    anyio.run(main)
+    before, edited, removed = answers
+    assert "memory/2026-01-01.md#L" in before and "barometer" in before and "not been indexed" not in before
+    assert "memory/2026-01-02.md#L" in edited and "zeppelin hangar" in edited
+    assert "No results" in removed and "2026-01-01.md" not in removed
+
+
+def test_mcp_defers_to_a_daemon_and_takes_over_when_it_stops(tmp_path: Path) -> None:
+    import json
+    import signal
+    import time
+
+    ws = tmp_path / "ws"
+    write(ws / "memory" / "2026-01-01.md", "# 2026-01-01\n\nThe spare key hangs behind the barometer.\n")
+    env = minimal_env(tmp_path)
+    server = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(ws)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 90
+        while not list((tmp_path / "state" / "run").glob("*.json")):
+            assert time.monotonic() < deadline and server.poll() is None, "memfs serve never came up"
+            time.sleep(0.1)
+        log = tmp_path / "mcp.log"
+        params = StdioServerParameters(command=sys.executable, args=["-m", "memfs", "mcp", "-v", "-w", str(ws)],
+                                       env=env)
+        answers: list[str] = []
+        records: list[dict] = []
+
+        async def main() -> None:
+            with open(log, "w") as errlog:
+                async with stdio_client(params, errlog=errlog) as (read, write_stream):
+                    async with ClientSession(read, write_stream) as session:
+                        await session.initialize()
+                        answers.append(await poll_search(session, "spare key barometer", "2026-01-01.md#L"))
+                        server.send_signal(signal.SIGTERM)
+                        server.wait(timeout=60)
+                        write(ws / "memory" / "2026-01-02.md", "# 2026-01-02\n\nThe zeppelin hangar opens at dawn.\n")
+                        answers.append(await poll_search(session, "zeppelin hangar", "2026-01-02.md#L"))
+                        records.extend(json.loads(p.read_text()) for p in (tmp_path / "state" / "run").glob("*.json"))
+
+        anyio.run(main)
+        text = log.read_text()
+        assert f"search answered by the daemon with pid {server.pid}" in text
+        assert "a daemon serves" in text and "this MCP server keeps its index current" in text
+        assert "2026-01-01.md#L" in answers[0]
+        assert "2026-01-02.md#L" in answers[1]
+        # It answers the CLI in the daemon's place, and withdrew when it stopped.
+        assert [r["pid"] for r in records] != [server.pid] and len(records) == 1
+        assert not list((tmp_path / "state" / "run").glob("*.json"))
+    finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGTERM)
+            server.wait(timeout=60)
+

@@ -440,7 +440,8 @@ def watch(workspace_dir: Path | None, **opts: Any) -> None:
 @global_options
 def mcp_cmd(**opts: Any) -> None:
     """Serve the memory as MCP tools over stdio (memory_search, memory_get, memory_context,
-    memory_append, memory_sync), answered by the running mount or `memfs serve` when there is one."""
+    memory_append, memory_sync, memory_history), answered by the running mount or `memfs serve`
+    when there is one; with none, it keeps the index current itself while it runs."""
     from memfs.mcp import build_server
     from memfs.serve.standby import Standby
 

@@ -479,18 +479,29 @@ def watch(workspace_dir: Path | None, **opts: Any) -> None:
 @global_options
 def mcp_cmd(**opts: Any) -> None:
     """Serve the memory as MCP tools over stdio (memory_search, memory_get, memory_context,
-    memory_append, memory_sync), answered by the running mount or `memfs serve` when there is one."""
+    memory_append, memory_sync, memory_history), answered by the running mount or `memfs serve`
+    when there is one; with none, it keeps the index current itself while it runs."""
     from memfs.mcp import build_server
+    from memfs.serve.standby import Standby
 
     opts = _options(opts)
     _setup_logging(opts["verbose"])  # on stderr: stdout is the protocol
     # A missing workspace or a bad setting ends it here, with the message, not at each tool call.
-    _memory(_config(opts)).close()
-    server, answerer = build_server(Invocation.here(opts), _opener(opts))
+    cfg = _config(opts)
+    memory = _memory(cfg)
+    # Often the only memfs process running: unless a mount or `memfs serve` serves this
+    # workspace, it keeps the index current itself (reconcile, watch, embed) while it runs.
+    standby = Standby(memory)
+    standby.start()
+    server, answerer = build_server(Invocation.here(opts), lambda: (memory, cfg), standby.serving.is_set)
     try:
         server.run("stdio")
     finally:
-        answerer.close()
+        standby.stop()
+        used = answerer.memory is not None
+        answerer.close()  # closes the Memory when the tools used it
+        if not used:
+            memory.close()
 
 
 if __name__ == "__main__":

@@ -193,13 +193,14 @@ def index_report(memory: Memory, cfg: Config, outcomes: list, as_json: bool) -> 
 
 
 def append(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
-    """``args``: text, section (a MEMORY.md section; without it, today's daily log)."""
+    """``args``: text, section (a MEMORY.md section; without it, today's daily log),
+    create_section (start the section when MEMORY.md has none of that name)."""
     section = args.get("section")
     if problem := _bad_text(section=section):
         return Answer(error=problem)
     try:
         rel = memory.append(str(args.get("text", "")), None if section is None else str(section), mode=cfg.mode,
-                            who=_caller(args, MCP))
+                            who=_caller(args, MCP), create_section=bool(args.get("create_section")))
     except AppendError as exc:
         return Answer(error=str(exc))
     where = f"section {str(section).strip()!r} of {rel}" if section else rel

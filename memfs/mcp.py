@@ -10,6 +10,7 @@ the tool's error with the same message.
 from __future__ import annotations
 
 import base64
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -21,6 +22,10 @@ from memfs.config import Config
 from memfs.memory import Memory
 from memfs.serve.answerer import Answerer
 from memfs.serve.wire import Answer, Invocation
+
+# Who asks, for the history of what the tools write: this server's process, through MCP (a
+# daemon that answers a tool records the client, not itself).
+WHO: dict[str, Any] = {"pid": os.getpid(), "via": "mcp"}
 
 INSTRUCTIONS = (
     "Long-term memory of this agent: plain Markdown files (MEMORY.md for durable facts, memory/DATE.md "
@@ -35,8 +40,9 @@ def _text(answer: Answer, with_notes: bool = False) -> str:
     return answer.stdout + (answer.stderr if with_notes else "")
 
 
-def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, Config]]) -> tuple[MCPServer, Answerer]:
-    answerer = Answerer(invocation, open_local)
+def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, Config]],
+                 serving_here: Callable[[], bool] | None = None) -> tuple[MCPServer, Answerer]:
+    answerer = Answerer(invocation, open_local, serving_here)
     server = MCPServer("memfs", instructions=INSTRUCTIONS)
 
     def ask(command: str, args: dict[str, Any]) -> Answer:
@@ -54,8 +60,9 @@ def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, 
                       after: str | None = None, before: str | None = None, mmr: float | None = None,
                       decay: float | None = None) -> str:
         """Search the memory (keywords and meaning). Returns Markdown results, best first, each cited as
-        path#Lstart-Lend, or "No results". n: at most this many (1-100); min_score: 0-1 (default 0.52,
-        calibrated: below it a result is likely unrelated); scope (the in= option): memory, sessions, sync, MEMORY.md or a
+        path#Lstart-Lend, or "No results". Leave n and min_score out to use the workspace's settings, as
+        every other memfs front end does. n: at most this many (1-100); min_score: 0-1 (calibrated: below it a
+        result is likely unrelated); scope (the in= option): memory, sessions, sync, MEMORY.md or a
         path prefix; after/before: YYYY-MM-DD; mmr: 0-1 diversify (0.7 usual); decay: half-life in days."""
         options = {"n": n, "min": min_score, "in": scope, "after": after, "before": before, "mmr": mmr, "decay": decay}
         return _text(ask("search", {"query": query, "options": {k: v for k, v in options.items() if v is not None}}))
@@ -75,15 +82,31 @@ def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, 
         return _text(ask("context", {"mode": mode}))
 
     @server.tool()
-    def memory_append(text: str, section: str | None = None) -> str:
-        """Remember something: append Markdown to today's daily log, or, with section, to that ## section
-        of MEMORY.md (durable facts; created when missing). Indexed at once."""
-        return _text(ask("append", {"text": text, "section": section}))
+    def memory_append(text: str, section: str | None = None, create_section: bool = False) -> str:
+        """Remember something: append Markdown to today's daily log, or, with section, to the end of that
+        existing section of MEMORY.md (durable facts). A section that is not there is an error naming the
+        sections there are, unless create_section is true (then a new ## section is added). Indexed at once."""
+        answer = ask("append", {"text": text, "section": section, "create_section": create_section, **WHO})
+        if answer.error:
+            answer.error = answer.error.replace("ask for the section to be created", "pass create_section=true")
+        return _text(answer)
 
     @server.tool()
     def memory_sync(message: str) -> str:
         """Store a ClawGPT [CLAWGPT-SYNC] message (deduplicated by message id). Returns what was stored."""
-        answer = ask("sync", {"data": base64.b64encode(message.encode()).decode()})
+        answer = ask("sync", {"data": base64.b64encode(message.encode()).decode(), **WHO})
         return _text(answer, with_notes=True)
+
+    @server.tool()
+    def memory_history(path: str | None = None, version: str | None = None, diff: bool = False,
+                       deleted: bool = False) -> str:
+        """Versions of a memory file, kept whenever it changed. With path alone: its versions, oldest first,
+        with when, who and through what. With version (a name from that list): its exact text. diff: a
+        unified diff of that version against the one before it (without version: the newest change).
+        deleted: the deleted memory files whose versions are kept (restore them by reading a version)."""
+        if not deleted and not path:
+            raise ToolError("name a memory file (path='MEMORY.md'), or pass deleted=true")
+        args = {"path": path, "versions": [version] if version else [], "diff": diff, "deleted": deleted, **WHO}
+        return _text(ask("history", args))
 
     return server, answerer

@@ -539,10 +539,10 @@ class Memory:
         return result
 
     def append(self, text: str, section: str | None = None, mode: str | None = None,
-               now: dt.datetime | None = None, who: Provenance = BESIDE) -> str:
+               now: dt.datetime | None = None, who: Provenance = BESIDE, create_section: bool = False) -> str:
         """Append Markdown to today's daily log (today in bundle.timezone, the day the context
-        bundle reads), or to ``section`` of MEMORY.md, and index it; returns the file's path.
-        Raises AppendError."""
+        bundle reads), or to ``section`` of MEMORY.md (which must exist unless ``create_section``),
+        and index it; returns the file's path.  Raises AppendError."""
         privacy = self.privacy(mode)
         if section is not None and not section.strip():
             raise notes.AppendError("the section name is empty")
@@ -554,7 +554,8 @@ class Memory:
             text = notes.daily_entry(text, moment)
         if not privacy.hides(rel):
             self.before_change(rel)
-        notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable))
+        notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable),
+                     create_section)
         self.file_changed(rel, who)
         return rel
 

@@ -1,5 +1,6 @@
 """Appending Markdown for agents that cannot write files (the MCP tool ``memory_append``): to
-today's daily log, or to the end of a ``## section`` of MEMORY.md (created when missing).
+today's daily log, or to the end of a ``## section`` of MEMORY.md (created when missing only if
+the caller asks: a mistyped name must not start a stray section).
 
 A daily log only grows (an append, like ``echo >>``); MEMORY.md is rewritten whole, through a
 temporary file renamed over it, so a reader sees the old text or the new, never half.  The caller
@@ -48,15 +49,32 @@ def _headings(lines: list[str]) -> list[tuple[int, int, str]]:
     return found
 
 
-def insert_in_section(text: str, section: str, addition: str) -> str:
+class NoSuchSection(AppendError):
+    """The section asked for is not there, and creating it was not asked for."""
+
+
+def section_names(text: str) -> list[str]:
+    """The titles of ``text``'s sections (headings below the top level, or all of them when
+    there are only top-level ones), in order, each once."""
+    headings = _headings(text.splitlines(keepends=True))
+    below = [title for _, level, title in headings if level > 1] or [title for _, _, title in headings]
+    return list(dict.fromkeys(below))
+
+
+def insert_in_section(text: str, section: str, addition: str, create: bool = True) -> str:
     """``text`` with ``addition`` at the end of the section headed ``section`` (any level,
     compared without case), before the next heading of the same or a higher level; a new
-    ``## section`` at the end when there is none."""
+    ``## section`` at the end when there is none and ``create`` (NoSuchSection otherwise)."""
     lines = text.splitlines(keepends=True)
     wanted = section.strip().lstrip("#").strip()
     headings = _headings(lines)
     match = next(((n, level) for n, level, title in headings if title.lower() == wanted.lower()), None)
     block = addition if addition.endswith("\n") else addition + "\n"
+    if match is None and not create:
+        names = section_names(text)
+        have = ("its sections are " + ", ".join(repr(n) for n in names)) if names else "it has no sections yet"
+        raise NoSuchSection(f"no section {wanted!r}: {have}; name one of them, or ask for the section to be "
+                            "created")
     if match is None:
         prefix = text if not text or text.endswith("\n") else text + "\n"
         gap = "\n" if prefix.strip() else ""
@@ -96,8 +114,9 @@ def _check_section(section: str) -> None:
 
 
 def append(workspace: Path, rel: str, text: str, section: str | None, privacy: Privacy,
-           writable: tuple[str, ...]) -> None:
-    """Append ``text`` to ``rel`` (a section of it when ``section`` is given)."""
+           writable: tuple[str, ...], create_section: bool = False) -> None:
+    """Append ``text`` to ``rel`` (a section of it when ``section`` is given, which must exist
+    unless ``create_section``)."""
     if not text.strip():
         raise AppendError("nothing to append: the text is empty")
     if len(text) > MAX_APPEND_CHARS:
@@ -125,7 +144,7 @@ def append(workspace: Path, rel: str, text: str, section: str | None, privacy: P
     if section is None:
         _append_to(path, text, privacy.shared)
     else:
-        _append_to_section(path, rel, section, text)
+        _append_to_section(path, rel, section, text, create_section)
 
 
 def _append_to(path: Path, text: str, shared: bool) -> None:
@@ -148,7 +167,7 @@ def _append_to(path: Path, text: str, shared: bool) -> None:
         os.close(fd)
 
 
-def _append_to_section(path: Path, rel: str, section: str, text: str) -> None:
+def _append_to_section(path: Path, rel: str, section: str, text: str, create: bool) -> None:
     """Rewrite ``path`` whole with ``text`` at the end of ``section``: through a temporary file
     renamed over it, keeping its line endings, mode and owner, and only if nobody changed it
     meanwhile (an editor on the mount, another client): then it is read again."""
@@ -164,7 +183,10 @@ def _append_to_section(path: Path, rel: str, section: str, text: str) -> None:
             except UnicodeDecodeError:
                 raise AppendError(f"{rel} is not valid UTF-8: edit it by hand first") from None
             crlf = "\r\n" in old
-            new = insert_in_section(old.replace("\r\n", "\n"), section, text.replace("\r\n", "\n"))
+            try:
+                new = insert_in_section(old.replace("\r\n", "\n"), section, text.replace("\r\n", "\n"), create)
+            except NoSuchSection as exc:
+                raise NoSuchSection(f"{rel} has {exc}") from None
             if crlf:
                 new = new.replace("\n", "\r\n")
             temp = staged_replacement(path, new.encode("utf-8"), before)

@@ -20,10 +20,14 @@ log = logging.getLogger("memfs")
 
 
 class Answerer:
-    def __init__(self, invocation: Invocation, open_local: Callable[[], tuple[Memory, Config]]) -> None:
-        """``open_local`` opens the Memory (and settles the configuration) for answering here."""
+    def __init__(self, invocation: Invocation, open_local: Callable[[], tuple[Memory, Config]],
+                 serving_here: Callable[[], bool] | None = None) -> None:
+        """``open_local`` opens the Memory (and settles the configuration) for answering here;
+        ``serving_here`` says whether this process is itself the workspace's daemon (the MCP
+        server's standby), which then answers here rather than through its own socket."""
         self.client = Client(invocation)
         self.open_local = open_local
+        self.serving_here = serving_here
         self.memory: Memory | None = None
         self.cfg: Config | None = None
         # One question at a time: the MCP server runs tools in threads, and they share one
@@ -53,7 +57,7 @@ class Answerer:
             return self._answer(command, args)
 
     def _answer(self, command: str, args: dict[str, Any]) -> Answer:
-        if self.memory is None:
+        if self.memory is None and not (self.serving_here and self.serving_here()):
             answer = self.client.run(command, args)
             if answer is not None:
                 log.info("%s answered by the daemon with pid %s", command, self.client.daemon_pid)

@@ -76,7 +76,7 @@ class SocketServer:
         self._lock: typing.IO[str] | None = None
         self.second = False  # another daemon answers for this workspace and agent
 
-    def open(self) -> None:
+    def open(self, quiet: bool = False) -> None:
         """Listen and announce now (connections wait in the backlog until ``run``): a mount
         opens its socket before it appears, so a command run the moment ``memfs mount`` returns
         already finds its daemon.  One daemon per workspace and agent answers commands (it holds
@@ -92,7 +92,9 @@ class SocketServer:
         except BlockingIOError:
             lock.close()
             self.second = True
-            log.info("another daemon answers commands for %s (agent %s)", self.cfg.workspace, self.cfg.agent)
+            if not quiet:
+                log.info("another daemon answers commands for %s (agent %s)", self.cfg.workspace,
+                         self.cfg.agent)
             return
         self._lock = lock
         self._sock = self._listen()

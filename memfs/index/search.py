@@ -400,14 +400,12 @@ def _unit_vector(unit: StoredUnit) -> np.ndarray | None:
     return np.frombuffer(unit.vector, dtype=np.float16).astype(np.float32) if unit.vector else None
 
 
-def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int,
-            taken: list[tuple[int, int]] = ()) -> tuple[int, int, str]:
+def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
     its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
     heading of something else), all within ``limit`` characters: (first line, last line,
-    snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed.
-    It never takes lines of ``taken`` (what earlier results of the file show)."""
+    snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed."""
     chunk = item.chunk
     position = next(i for i, u in enumerate(order)
                     if (u.start_line, u.end_line) == (item.unit.start_line, item.unit.end_line))
@@ -420,9 +418,6 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
         if lines:
             return span(order[lo].start_line, order[hi].end_line)
         return "\n".join(u.text for u in order[lo : hi + 1])
-
-    def free(first: int, last: int) -> bool:
-        return not any(a <= last and first <= b for a, b in taken)
 
     lo = hi = position
     text = text_of(lo, hi)
@@ -443,14 +438,12 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
 
     while True:
         options = []
-        if (lo > 0 and order[lo].start_line - order[lo - 1].end_line - 1 <= MERGE_GAP
-                and free(order[lo - 1].start_line, order[lo - 1].end_line)):
+        if lo > 0 and order[lo].start_line - order[lo - 1].end_line - 1 <= MERGE_GAP:
             strength = joins(order[lo - 1])
             candidate = text_of(lo - 1, hi)
             if strength is not None and len(candidate) <= limit:
                 options.append((strength, lo - 1, hi, candidate))
-        if (hi < len(order) - 1 and order[hi + 1].start_line - order[hi].end_line - 1 <= MERGE_GAP
-                and free(order[hi + 1].start_line, order[hi + 1].end_line)):
+        if hi < len(order) - 1 and order[hi + 1].start_line - order[hi].end_line - 1 <= MERGE_GAP:
             strength = joins(order[hi + 1])
             candidate = text_of(lo, hi + 1)
             if strength is not None and len(candidate) <= limit:
@@ -464,7 +457,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     above = first - 1
     while above >= chunk.start_line and first - above <= MERGE_GAP and not lines[above - chunk.start_line].strip():
         above -= 1
-    if (above >= chunk.start_line and lines[above - chunk.start_line].strip() and free(above, first - 1)
+    if (above >= chunk.start_line and lines[above - chunk.start_line].strip()
             and not order[lo].text.lstrip().startswith("#")):
         candidate = span(above, last)
         if len(candidate) <= limit:
@@ -472,7 +465,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     below = last + 1
     while below <= chunk.end_line and below - last <= MERGE_GAP and not lines[below - chunk.start_line].strip():
         below += 1
-    if (below <= chunk.end_line and lines[below - chunk.start_line].strip() and free(last + 1, below)
+    if (below <= chunk.end_line and lines[below - chunk.start_line].strip()
             and not lines[below - chunk.start_line].lstrip().startswith("#")):
         candidate = span(first, below)
         if len(candidate) <= limit:
@@ -508,17 +501,27 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
     if options.decay_days:
         scored = _decay(scored, options.decay_days, today or dt.datetime.now(dt.timezone.utc).date())
     scored = [s for s in scored if s.score >= params.min_score]
-    shown: dict[str, list[tuple[int, int]]] = {}
+    lines = _Lines()
     results: list[SearchResult] = []
     chosen: list[np.ndarray] = []
     remaining = list(scored)
     while remaining and len(results) < params.max_results:
         item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr)
-        spans = shown.get(item.chunk.path, [])
-        if any(a <= item.unit.end_line and item.unit.start_line <= b for a, b in spans):
-            continue  # shown (in part) by an earlier result: two results never overlap
-        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars, spans)
-        shown.setdefault(item.chunk.path, []).append((start, end))
+        path = item.chunk.path
+        if any(r.path == path and r.start_line <= item.unit.start_line and item.unit.end_line <= r.end_line
+               for r in results):
+            continue  # already in an earlier result's snippet
+        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars)
+        lines.learn(item.chunk, found.units[item.chunk.id])
+        spans = [(r.start_line, r.end_line) for r in results if r.path == path]
+        if any(a <= end and start <= b for a, b in spans):
+            # Two results of one file never overlap: this one keeps only lines no earlier result
+            # shows (those are at a better rank already), the part around its own unit.
+            piece = _unshown(start, end, spans, item.unit.start_line, item.unit.end_line)
+            if piece is None:
+                continue
+            start, end = lines.tight(path, *piece)
+            snippet = lines.text(path, start, end)
         if item.unit.vector:
             chosen.append(np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32))
         results.append(SearchResult(
@@ -533,6 +536,54 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
             chunk_end_line=item.chunk.end_line,
         ))
     return results
+
+
+def _unshown(start: int, end: int, spans: list[tuple[int, int]], unit_start: int,
+             unit_end: int) -> tuple[int, int] | None:
+    """The longest run of lines in ``start..end`` outside every span that meets the unit's
+    lines, or None when the unit is all shown already."""
+    runs: list[tuple[int, int]] = []
+    current: int | None = None
+    for line in range(start, end + 2):
+        inside = line > end or any(a <= line <= b for a, b in spans)
+        if not inside and current is None:
+            current = line
+        elif inside and current is not None:
+            runs.append((current, line - 1))
+            current = None
+    meeting = [r for r in runs if r[0] <= unit_end and unit_start <= r[1]]
+    return max(meeting, key=lambda r: (r[1] - r[0], -r[0])) if meeting else None
+
+
+class _Lines:
+    """The lines of the files a search's results come from, as their snippets show them (a
+    Markdown file's lines; a JSONL file's messages as indexed), to join two results that overlap."""
+
+    def __init__(self) -> None:
+        self.by_path: dict[str, dict[int, str]] = {}
+
+    def learn(self, chunk: StoredChunk, units: list[StoredUnit]) -> None:
+        known = self.by_path.setdefault(chunk.path, {})
+        if not chunk.jsonl:
+            known.update(enumerate(chunk.text.split("\n"), start=chunk.start_line))
+            return
+        pieces: dict[int, list[str]] = {}
+        for unit in units:  # a long message cut in pieces: its pieces share its line
+            pieces.setdefault(unit.start_line, []).append(unit.text)
+        known.update((line, "\n".join(texts)) for line, texts in pieces.items())
+
+    def tight(self, path: str, start: int, end: int) -> tuple[int, int]:
+        """``start..end`` without the blank lines at its edges."""
+        known = self.by_path[path]
+        while start < end and not known.get(start, "").strip():
+            start += 1
+        while end > start and not known.get(end, "").strip():
+            end -= 1
+        return start, end
+
+    def text(self, path: str, start: int, end: int) -> str:
+        known = self.by_path[path]
+        return "\n".join(known[n] for n in range(start, end + 1) if n in known).strip("\n")
 
 
 def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float) -> _Scored:

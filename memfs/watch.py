@@ -14,6 +14,7 @@ from pathlib import Path
 
 import trio
 import watchfiles
+from watchfiles._rust_notify import WatchfilesRustInternalError  # not re-exported by the package
 
 from memfs import longpath
 from memfs.memory import Memory
@@ -75,6 +76,28 @@ async def watch_workspace(
 ) -> None:
     """Re-index what other programs change in the workspace until ``stop``; ``kick`` tells the
     process's background embedder (:mod:`memfs.embedder`) that there is work."""
+    while not stop.is_set():
+        failure: BaseException | None = None
+        try:
+            await _watch(memory, kick, stop, on_change, is_own)
+        except* WatchfilesRustInternalError as group:  # raised inside anyio's nursery: a group
+            failure = group.exceptions[0]
+        if failure is None:
+            continue
+        # watchfiles gives up on a name that is not UTF-8 ("Unable to decode path"): such a file
+        # is skipped (memfs status names it) and the watch goes on, after a rescan that picks
+        # up what changed while it was down.
+        log.warning("watch: restarted after %s", failure)
+        try:
+            await trio.to_thread.run_sync(memory.reconcile)
+        except Exception as err:  # a locked index: the next change or mount picks it up
+            log.warning("watch: rescan failed (%s)", err)
+        kick()
+        await trio.sleep(0.2)
+
+
+async def _watch(memory: Memory, kick: Callable[[], None], stop: trio.Event, on_change: OnChange | None,
+                 is_own: IsOwn | None) -> None:
     workspace = memory.cfg.workspace
     others = OtherMounts(memory.cfg.state_dir, workspace)
     # rust_timeout: the watching thread returns at least this often (ms), so a stop that comes

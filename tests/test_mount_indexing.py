@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,25 @@ def test_changes_beside_the_mount_are_seen_and_indexed(mounted) -> None:
     (ws / "memory" / "2026-11-05.md").unlink()
     assert wait_until(lambda: not (mnt / "memory" / "2026-11-05.md").exists())
     assert wait_until(lambda: not mounted.search_json("garlic")["results"], timeout=60)
+
+
+def test_names_that_are_not_utf8_do_not_stop_the_mount(mounted) -> None:
+    """watchfiles gives up on such a name; the mount must go on watching (a newcomer walk saw
+    `touch memory/bad-\\xff\\xfe.md` end the whole mount)."""
+    mnt, ws = mounted.mnt, mounted.workspace
+    os.makedirs(mnt / "memory", exist_ok=True)
+    bad = os.fsencode(mnt / "memory") + b"/bad-\xff\xfe.md"
+    with open(bad, "wb") as f:
+        f.write(b"- nothing to see\n")
+    os.symlink("/etc/hostname", mnt / "memory" / "link.md")
+    with open(os.fsencode(ws / "memory") + b"/beside-\xe9.md", "wb") as f:
+        f.write(b"- written beside\n")
+    time.sleep(1)
+    assert os.path.ismount(mnt) and "link.md" in os.listdir(mnt / "memory")
+    write(ws / "memory" / "2026-11-06.md", "- Repotted the fig tree beside the mount.\n")
+    assert wait_until(lambda: bool(mounted.search_json("fig tree repotted")["results"]), timeout=60)
+    (mnt / "memory" / "2026-11-07.md").write_text("- Oiled the bicycle chain through the mount.\n")
+    assert mounted.search_json("bicycle chain")["results"]
 
 
 def test_unlink_and_rename_move_the_index(mounted) -> None:

@@ -407,7 +407,9 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
                       "config_file": opts["config_file"], "overrides": [parse_override(o) for o in opts["overrides"]]}
             lifecycle.Daemon(cfg, target, launch).run()
             return
-        argv = [sys.executable, "-m", "memfs", "mount", str(cfg.workspace), str(target), "--foreground",
+        # -P: the daemon runs the memfs this command runs, never a `memfs` folder where the
+        # caller happens to stand (python -m puts the current folder first on sys.path).
+        argv = [sys.executable, "-P", "-m", "memfs", "mount", str(cfg.workspace), str(target), "--foreground",
                 "--agent", cfg.agent, "--mode", cfg.mode, "--set", f"state_dir={cfg.state_dir}"]
         if opts["config_file"]:
             argv += ["--config", str(opts["config_file"])]

@@ -202,3 +202,25 @@ def test_commands_run_inside_a_mount_use_its_workspace_and_mode(workspace: Path,
     assert "behind the painting" in subprocess.run(
         [sys.executable, "-m", "memfs", "search", "INSIDE-SECRET-2291 safe"], cwd=main.mnt, capture_output=True,
         text=True, env={**clean_env(), **env}, timeout=120).stdout
+
+
+def test_the_daemon_runs_this_memfs_not_one_in_the_callers_folder(workspace: Path, tmp_path: Path) -> None:
+    """`python -m` puts the current folder first on sys.path: a `memfs` folder where the user
+    stands (another checkout, a planted one) must not become the daemon."""
+    from mounts import Mounted, unmount
+
+    shadow = tmp_path / "shadow"
+    (shadow / "memfs").mkdir(parents=True)
+    marker = tmp_path / "shadow-ran"
+    (shadow / "memfs" / "__init__.py").write_text("")
+    (shadow / "memfs" / "__main__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\nraise SystemExit(3)\n")
+    mnt, state = tmp_path / "mnt", tmp_path / "state"
+    mnt.mkdir()
+    console = Path(sys.executable).parent / "memfs"
+    out = subprocess.run([str(console), "mount", str(workspace), str(mnt)], cwd=shadow, capture_output=True,
+                         text=True, env={**clean_env(), "MEMFS_STATE_DIR": str(state)}, timeout=120)
+    try:
+        assert out.returncode == 0, out.stderr
+        assert is_mounted(mnt) and not marker.exists()
+    finally:
+        unmount(Mounted(workspace, mnt, state, "main"))

@@ -24,7 +24,7 @@ from memfs.lazy import lazy_module
 
 np = lazy_module("numpy")
 
-from memfs import notes
+from memfs import longpath, notes
 from memfs.cleantext import clean_text, describe
 from memfs.config import MAIN_MODE, SHARED_MODE, Config, PrivacyConfig
 from memfs.history.keeper import (
@@ -625,8 +625,20 @@ class Memory:
         return info
 
     def problems(self, privacy: Privacy) -> dict[str, tuple[str, str]]:
-        """Files not indexed (why) or not all text (what), that ``privacy`` may know of."""
-        return {path: problem for path, problem in self.store.problem_files().items() if not privacy.hides(path)}
+        """Files not indexed (why) or not all text (what), that ``privacy`` may know of: for a
+        shared view, only files it would list (not a symlink to a private file or out of the
+        workspace, nor a file with several names), judged as its mount judges them."""
+        found = {path: problem for path, problem in self.store.problem_files().items() if not privacy.hides(path)}
+        if privacy.shared:
+            found = {path: problem for path, problem in found.items() if self._listed(privacy, path)}
+        return found
+
+    def _listed(self, privacy: Privacy, rel: str) -> bool:
+        try:
+            st = longpath.lstat(self.cfg.workspace / rel)
+        except OSError:
+            return False
+        return not privacy.hides_entry(self.cfg.workspace, rel, st)
 
     def _file_warnings(self, results: list, privacy: Privacy) -> list[str]:
         """What a reader of these results must know: a cited file holds bytes that are not text;

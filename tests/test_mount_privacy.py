@@ -418,3 +418,27 @@ def test_two_mounts_writing_at_once_both_survive(both) -> None:
     assert "after an error" not in logs and "BusyError" not in logs
     rebuild = memfs_cli("index", "--rebuild", "-w", str(main.workspace), env={"MEMFS_STATE_DIR": str(main.state)})
     assert rebuild.returncode == 1 and "unmount" in rebuild.stderr  # never swapped under running mounts
+
+
+def test_a_shared_status_names_no_file_the_shared_view_hides(both) -> None:
+    """`memfs status` lists files it could not index: in shared mode, only those a shared mount
+    lists (a symlink to MEMORY.md is hidden there, and so is its name in status)."""
+    main, shared = both
+    os.symlink("../MEMORY.md", main.mnt / "memory" / "divorce-lawyer-notes.md")
+    os.symlink("../memory/2026-11-20.md", main.mnt / "memory" / "picnic-alias.md")
+    env = {"MEMFS_STATE_DIR": str(main.state)}
+    indexed = subprocess.run([sys.executable, "-m", "memfs", "index", "-w", str(main.workspace)],
+                             capture_output=True, text=True, env={**clean_env(), **env}, timeout=120)
+    assert indexed.returncode == 0, indexed.stderr
+    main_status = (main.mnt / ".memfs" / "status").read_text()
+    assert "divorce-lawyer-notes.md" in main_status and "picnic-alias.md" in main_status
+    assert "divorce-lawyer-notes.md" not in os.listdir(shared.mnt / "memory")
+    for text in ((shared.mnt / ".memfs" / "status").read_text(),
+                 subprocess.run([sys.executable, "-m", "memfs", "status", "--mode", "shared", "-w",
+                                 str(main.workspace)], capture_output=True, text=True,
+                                env={**clean_env(), **env}, timeout=120).stdout,
+                 subprocess.run([sys.executable, "-m", "memfs", "status", "--json", "--mode", "shared", "-w",
+                                 str(main.workspace)], capture_output=True, text=True,
+                                env={**clean_env(), **env}, timeout=120).stdout):
+        assert "divorce-lawyer" not in text and "MEMORY.md" not in text, text
+        assert "picnic-alias.md" in text  # a visible file is still listed

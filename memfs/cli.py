@@ -90,14 +90,17 @@ def _memory(cfg: Config, must_exist: bool = True) -> Memory:
             f"workspace {cfg.workspace} does not exist: create it with `memfs init {cfg.workspace}` "
             "or pass --workspace"
         )
-    from memfs.memory import Memory
+    from memfs.memory import IndexBusy, Memory
     from memfs.mounttable import memfs_mount_containing
 
     point = memfs_mount_containing(cfg.workspace)
     if point is not None:
         raise click.ClickException(
             f"{cfg.workspace} is inside the memfs mount {point}: pass --workspace with the workspace folder itself")
-    return Memory(cfg)
+    try:
+        return Memory(cfg)
+    except IndexBusy as exc:  # an index of an older memfs, still held by its mount: say so, no traceback
+        raise click.ClickException(str(exc)) from None
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -142,7 +142,12 @@ class Memory:
             if self.store.outdated:
                 log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
                             self.paths.index)
-                self.rebuild()
+                try:
+                    self.rebuild()
+                except IndexBusy:
+                    raise IndexBusy(f"{self.paths.index} was made by an earlier memfs and is in use by its running "
+                                    "mount: unmount it (`memfs umount MOUNTPOINT`) and mount again, and this "
+                                    "command works") from None
             self._check_fingerprint()
             self._check_workspace()
             fcntl.flock(self._using, fcntl.LOCK_SH)

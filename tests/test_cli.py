@@ -214,3 +214,26 @@ def test_stray_bytes_read_the_same_everywhere_and_never_reach_a_prompt(tmp_path:
     assert any(shown in r["snippet"] for r in found["results"]), found
     for out in (got.stdout, context.stdout, json.dumps(found)):
         assert "\x1b" not in out
+
+
+def test_an_old_index_held_by_a_running_mount_is_a_clear_error(tmp_path: Path) -> None:
+    """After an upgrade, an index of the earlier memfs still open in its mount cannot be rebuilt:
+    a command says so in one line, with no traceback."""
+    import fcntl
+
+    import apsw
+
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    env = {"MEMFS_STATE_DIR": str(state), "MEMFS_NO_DAEMON": "1"}
+    memfs("init", str(ws), env=env)
+    assert memfs("index", "-w", str(ws), env=env).returncode == 0
+    index = next(state.glob("workspaces/*/main.sqlite"))
+    conn = apsw.Connection(str(index))
+    conn.execute("UPDATE meta SET value = '4' WHERE key = 'schema'")  # as an earlier memfs left it
+    conn.close()
+    with open(f"{index}.lock", "a") as held:  # what that earlier mount holds while it runs
+        fcntl.flock(held, fcntl.LOCK_SH)
+        out = memfs("search", "anything", "-w", str(ws), env=env)
+    assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
+    last = out.stderr.splitlines()[-1]
+    assert last.startswith("Error: ") and "earlier memfs" in last and "in use" in last

@@ -3,7 +3,7 @@
 One function for every route a memory file's text leaves by (the index, and so search snippets;
 ``memfs get``; the context bundle), so a stray byte looks the same everywhere: undecodable bytes
 and control characters become U+FFFD (a run of them one mark), and a line that is mostly such
-bytes (binary noise appended to a note) becomes empty.  Lines keep their numbers, so citations
+bytes (binary noise appended to a note) keeps only its words that are text.  Lines keep their numbers, so citations
 still hold.  Newline and tab are the only control characters left: an ANSI escape sequence
 (ESC, or the C1 CSI) in memory must not reach an agent's prompt or a terminal.  A carriage
 return that ends a line (CRLF) is a line ending, not junk, and is dropped without counting.
@@ -18,23 +18,51 @@ import re
 _CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f"
 _JUNK = re.compile(f"[{_CONTROL}\ufffd]+")
 _CONTROLS = re.compile(f"[{_CONTROL}]+")
-JUNK_LINE_SHARE = 0.3  # a line more junk than this is binary noise, not text with a stray byte
+JUNK_LINE_SHARE = 0.3  # a line (or word) more junk than this is binary noise, not text with a stray byte
+# Noise: a run of junk with whatever sticks to it up to the next space (random bytes decode to
+# some printable characters too).
+_NOISE = re.compile(f"[{_CONTROL}\ufffd]+\\S*(?:\\s+\\S*?[{_CONTROL}\ufffd]+\\S*)*")
+# A stretch of text kept from a noisy line holds a word of at least three letters or digits in a
+# row: random bytes decode to stray printable characters, rarely to three alphanumerics in a row.
+_WORDLIKE = re.compile(r"[^\W_]{3}")
+
+
+def _clean_line(line: str) -> str:
+    """A line with its junk as marks: a line mostly text keeps every word, a stray byte a mark;
+    a noisy line (binary appended to a note without a newline) keeps the stretches of text in
+    it and drops the noise between them as one mark, so "Garage code 5521 <noise>" keeps its
+    fact."""
+    junk = sum(len(m.group(0)) for m in _JUNK.finditer(line))
+    if not junk:
+        return line
+    if junk <= JUNK_LINE_SHARE * len(line):
+        return _JUNK.sub("\ufffd", line)
+    stretches = [part.strip() for part in _NOISE.split(line)]
+    kept = [part for part in stretches if _WORDLIKE.search(part)]
+    if not kept:
+        return ""
+    text = " \ufffd ".join(kept)
+    if stretches[0] != kept[0]:
+        text = "\ufffd " + text
+    if stretches[-1] != kept[-1]:
+        text += " \ufffd"
+    return text
 
 
 def clean_text(data: bytes) -> tuple[str, int]:
-    """(text, how many bytes were not text) from bytes that may not all be text."""
+    """(text, how many bytes were not kept as text) from bytes that may not all be text."""
     text = data.decode("utf-8", errors="replace")
-    if "\r\n" in text:
+    endings = text.count("\r\n")
+    if endings:
         text = text.replace("\r\n", "\n")
-    bad = len(data) - len(data.decode("utf-8", errors="ignore").encode("utf-8"))
-    bad += sum(len(m.group(0).encode("utf-8")) for m in _CONTROLS.finditer(text))
-    if bad:
-        lines = []
-        for line in text.split("\n"):
-            junk = sum(len(m.group(0)) for m in _JUNK.finditer(line))
-            lines.append("" if line and junk > JUNK_LINE_SHARE * len(line) else _JUNK.sub("\ufffd", line))
-        text = "\n".join(lines)
-    return text.lstrip("\ufeff"), bad
+    bom = text.startswith("\ufeff")
+    if not _JUNK.search(text):
+        return text[1:] if bom else text, 0
+    text = "\n".join(_clean_line(line) for line in text.split("\n"))
+    if bom:
+        text = text.lstrip("\ufeff")
+    kept = len(text.replace("\ufffd", "").encode("utf-8"))
+    return text, max(0, len(data) - kept - endings - (3 if bom else 0))
 
 
 def describe(bad: int) -> str:

@@ -215,6 +215,14 @@ def test_stray_bytes_read_the_same_everywhere_and_never_reach_a_prompt(tmp_path:
     for out in (got.stdout, context.stdout, json.dumps(found)):
         assert "\x1b" not in out
 
+    # Noise glued to a fact (appended without a newline) drops the noise, not the fact.
+    with open(ws / "MEMORY.md", "ab") as f:
+        f.write(b"- Garage door code is 5521 " + random.Random(8).randbytes(40) + b"\n")
+    memfs("index", "-w", str(ws), env=env)
+    assert "- Garage door code is 5521 \ufffd\n" in memfs("get", "MEMORY.md", "-w", str(ws), env=env).stdout
+    garage = json.loads(memfs("search", "--json", "garage door code", "-w", str(ws), env=env).stdout)
+    assert "Garage door code is 5521" in garage["results"][0]["snippet"], garage
+
 
 def test_an_old_index_held_by_a_running_mount_is_a_clear_error(tmp_path: Path) -> None:
     """After an upgrade, an index of the earlier memfs still open in its mount cannot be rebuilt:

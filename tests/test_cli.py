@@ -246,3 +246,29 @@ def test_an_old_index_held_by_a_running_mount_is_a_clear_error(tmp_path: Path) -
     assert out.returncode == 1 and "Traceback" not in out.stderr, out.stderr
     last = out.stderr.splitlines()[-1]
     assert last.startswith("Error: ") and "earlier memfs" in last and "in use" in last
+
+
+def test_reading_commands_do_not_wait_on_a_writer(tmp_path: Path) -> None:
+    """A daemon stopped (kill -STOP) in the middle of a write holds SQLite's write lock: status,
+    search and get open the index and the history without taking it."""
+    import apsw
+
+    ws, state = tmp_path / "ws", tmp_path / "state"
+    env = {"MEMFS_STATE_DIR": str(state), "MEMFS_NO_DAEMON": "1"}
+    memfs("init", str(ws), env=env)
+    assert memfs("index", "-w", str(ws), env=env).returncode == 0
+    writers = []
+    for db in (next(state.glob("workspaces/*/main.sqlite")), next(state.glob("workspaces/*/main.history.sqlite"))):
+        conn = apsw.Connection(str(db))
+        conn.execute("BEGIN IMMEDIATE")
+        writers.append(conn)
+    try:
+        for args in (["status"], ["search", "memory"], ["get", "MEMORY.md"]):
+            started = time.monotonic()
+            out = memfs(*args, "-w", str(ws), env=env)
+            assert out.returncode == 0, (args, out.stderr)
+            assert time.monotonic() - started < 8, args  # the busy timeout is 10 s
+    finally:
+        for conn in writers:
+            conn.execute("ROLLBACK")
+            conn.close()

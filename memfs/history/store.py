@@ -17,6 +17,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 import threading
 import time
 import zlib
@@ -163,6 +164,9 @@ def version_name(path: str, time_ns: int, newest: str | None) -> str:
     return f"{stem}{SAME_SECOND}{n + 1:06d}{ext}"
 
 
+_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+
+
 # A content and every base below it; the one with no base (stored whole) comes first.
 _CHAIN = """WITH RECURSIVE chain(id, base, data, depth) AS (
     SELECT id, base, data, 0 FROM blobs WHERE id = ?
@@ -189,6 +193,8 @@ class HistoryStore:
         self.conn.execute("PRAGMA journal_size_limit=1048576")
         self.conn.execute("PRAGMA synchronous=FULL")
         self.conn.execute("PRAGMA foreign_keys=OFF")  # chains are kept whole by prune(), not by SQLite
+        if self._ready():
+            return  # opening takes no write lock: a reader never waits on a busy (or stopped) writer
         with self.transaction():
             self.conn.execute(_SCHEMA)
             recorded = self.get_meta("schema")
@@ -196,6 +202,16 @@ class HistoryStore:
                 self.set_meta("schema", SCHEMA_VERSION)
             elif recorded != SCHEMA_VERSION:
                 raise HistoryError(f"{path} was made by another memfs (history schema {recorded})")
+
+    def _ready(self) -> bool:
+        """Whether the schema is all there, of this version (read without a write lock)."""
+        try:
+            tables = {row[0] for row in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if not _TABLES <= tables:
+                return False
+            return self.get_meta("schema") == SCHEMA_VERSION
+        except apsw.Error:
+            return False
 
     def close(self) -> None:
         with self.lock:

@@ -95,6 +95,10 @@ class StoredUnit:
         return self.reading or self.keyword_text
 
 
+_INDEX_TABLES = frozenset({"meta", "files", "chunks", "chunks_fts", "chunks_fts_vocab", "units", "private_fts",
+                           "private_fts_vocab"})
+
+
 class StoreError(RuntimeError):
     pass
 
@@ -182,7 +186,17 @@ class Store:
                 raise
             self.conn.execute("COMMIT")
 
+    def _schema_ready(self) -> bool:
+        """Whether every table is there already (read without a write lock, so opening an index
+        never waits on a busy, or stopped, writer)."""
+        main = {r[0] for r in self.conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
+        cache = {r[0] for r in self.conn.execute("SELECT name FROM cache.sqlite_master WHERE type = 'table'")}
+        return (_INDEX_TABLES <= main and "embedding_cache" in cache
+                and self._schema_found() == SCHEMA_VERSION and self.get_meta("generation") is not None)
+
     def _create_schema(self) -> None:
+        if self._schema_ready():
+            return
         with self._writing():
             self.conn.execute(
                 f"""

@@ -267,3 +267,13 @@ def test_each_result_says_how_to_read_around_itself(workspace: Path, make_memory
         start, end = result.chunk_start_line, result.chunk_end_line
         assert section.count("Read around it:") == 1
         assert f"sed -n '{start},{end}p' {result.path}" in section, section
+
+
+def test_a_heading_ends_the_entry_above_it_without_a_blank_line(workspace: Path, make_memory) -> None:
+    write(workspace / "memory" / "2026-11-21.md",
+          "# 2026-11-21\n\n## 11:30 - lunch\nOrdered sushi with the team at Kaiten.\n## 12:00 - deploy\n"
+          "Rolled out the billing service v2.\n## 13:00 - errands\nPicked up the dry cleaning.\n")
+    memory = make_memory(workspace)
+    memory.index()
+    first = memory.search("team lunch sushi").results[0]
+    assert (first.start_line, first.end_line) == (3, 4), first

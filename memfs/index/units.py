@@ -98,11 +98,15 @@ def _is_heading(line: str) -> bool:
 
 
 def _blocks(numbered: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
-    """Runs of non-blank lines."""
+    """Runs of non-blank lines; a heading starts a new one even with no blank line above it
+    (entries appended one under the other: ``## 11:30 - lunch`` then ``## 12:00 - deploy``)."""
     blocks: list[list[tuple[int, str]]] = []
     current: list[tuple[int, str]] = []
     for number, line in numbered:
         if line.strip():
+            if current and _HEADING_LEVEL.match(line):
+                blocks.append(current)
+                current = []
             current.append((number, line))
         elif current:
             blocks.append(current)

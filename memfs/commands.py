@@ -182,7 +182,7 @@ def index_report(memory: Memory, cfg: Config, outcomes: list, as_json: bool) -> 
         return Answer(stdout=json.dumps({
             "summary": summary, "skipped": [{"path": o.path, "reason": o.reason} for o in skipped],
             "warnings": [{"path": o.path, "warning": o.reason} for o in warned], "status": status_info}) + "\n")
-    stderr = "".join(f"skipped {o.path}: {o.reason}\n" for o in skipped)
+    stderr = "".join(f"skipped {o.path}: {o.reason.removeprefix('skipped: ')}\n" for o in skipped)
     stderr += "".join(f"warning: {o.path}: {o.reason}; the rest is indexed\n" for o in warned)
     parts = ", ".join(f"{n} {action}" for action, n in sorted(summary.items())) or "no memory files"
     stdout = (f"{parts}; {status_info['files']} files, {status_info['chunks']} chunks, "

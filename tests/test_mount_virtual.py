@@ -278,3 +278,5 @@ def test_a_scope_that_holds_nothing_says_so(vmount) -> None:
     # A scope that holds files but no match is just "No results", without that warning.
     quiet = (vmount.mnt / "search" / "in=MEMORY.md" / "painting sunrise lake.md").read_text()
     assert "no indexed file" not in quiet
+    undated = (vmount.mnt / "search" / "in=MEMORY.md,after=2026-11-01" / "spare key.md").read_text()
+    assert "No results" in undated and "holds no dates" in undated

@@ -475,10 +475,14 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
 
 def empty_scope(store: Store, options: SearchOptions, hides: Callable[[str], bool] | None = None) -> str | None:
     """A warning when the query's ``in=`` scope holds no indexed file this reader may see (a
-    typo, or a folder that is not memory), so "No results" is not mistaken for an answer."""
+    typo, or a folder that is not memory), or nothing dated for ``after``/``before`` (MEMORY.md),
+    so "No results" is not mistaken for an answer."""
     if options.scope is None:
         return None
     scope = Scope(SearchOptions(scope=options.scope))
+    if (options.after or options.before) and scope.paths:
+        return (f"in={options.scope} holds no dates: after/before leave undated files out (MEMORY.md has "
+                "none); drop them to search it")
     paths = store.public_paths() if hides is not None else [f.path for f in store.files()]
     if any(scope.path_ok(p) and (hides is None or not hides(p)) for p in paths):
         return None

@@ -224,3 +224,16 @@ def test_the_daemon_runs_this_memfs_not_one_in_the_callers_folder(workspace: Pat
         assert is_mounted(mnt) and not marker.exists()
     finally:
         unmount(Mounted(workspace, mnt, state, "main"))
+
+
+def test_a_mount_inside_a_memfs_mount_is_refused(mounted) -> None:
+    """`cd MNT; memfs mount . sub` would show the workspace inside itself."""
+    (mounted.mnt / "sub").mkdir()
+    out = subprocess.run([sys.executable, "-m", "memfs", "mount", ".", "sub"], cwd=mounted.mnt, capture_output=True,
+                         text=True, env={**clean_env(), "MEMFS_STATE_DIR": str(mounted.state)}, timeout=120)
+    try:
+        assert out.returncode != 0 and "inside the memfs mount" in out.stderr, out.stderr
+        assert not is_mounted(mounted.mnt / "sub")
+    finally:
+        if is_mounted(mounted.mnt / "sub"):
+            subprocess.run(["fusermount3", "-u", "-z", str(mounted.mnt / "sub")], capture_output=True)

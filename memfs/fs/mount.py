@@ -37,6 +37,7 @@ from memfs.mounttable import (  # noqa: F401
     is_stale,
     leftover_file,
     log_file,
+    memfs_mount_containing,
     mount_device,
     pid_file,
     read_record,
@@ -101,6 +102,11 @@ def preflight(cfg: Config, mountpoint: Path, force: bool) -> None:
     if real == workspace or workspace in real.parents:
         raise MountError(f"mountpoint {mountpoint} is the workspace or inside it ({workspace}): that would loop; "
                          "mount it on an empty folder elsewhere")
+    around = memfs_mount_containing(real.parent)
+    if around is not None:
+        # Its folder is a folder of some workspace (this one, seen through its mount: a loop).
+        raise MountError(f"mountpoint {mountpoint} is inside the memfs mount {around}: mount it on an empty "
+                         "folder outside any memfs mount")
     if any(mountpoint.iterdir()):
         raise MountError(f"mountpoint {mountpoint} is not empty")
     check_fuse()

@@ -22,9 +22,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from memfs import longpath
 from memfs.config import Config
 from memfs.history.provenance import BESIDE, Provenance
-from memfs import longpath
 from memfs.history.store import Forgotten, HistoryError, HistoryStore, Version
 from memfs.replacing import staged_replacement, sync_folder
 from memfs.workspace import is_memory, name_is_text

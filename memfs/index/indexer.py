@@ -25,6 +25,7 @@ from memfs.lazy import lazy_module
 
 np = lazy_module("numpy")
 
+from memfs import longpath
 from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking
@@ -33,7 +34,6 @@ from memfs.index.messages import parse_jsonl
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import fts_body
 from memfs.index.units import plain
-from memfs import longpath
 from memfs.privacy import Privacy, open_resolved, opened_at, resolve_within
 from memfs.workspace import FileKind, classify, daily_date, iter_memory_files, name_is_text, shown
 

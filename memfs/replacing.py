@@ -26,7 +26,9 @@ def umask() -> int:
 def staged_replacement(target: Path, data: bytes, like: os.stat_result | None, suffix: str = ".tmp") -> Path:
     """A new file beside ``target`` holding ``data`` (fsynced), with ``like``'s mode and owner (a
     new file's default mode when None), for the caller to rename over ``target`` or remove."""
-    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=suffix)
+    # The name is cut so the temporary one stays within NAME_MAX (255 bytes) for a long name.
+    stem = os.fsencode(target.name)[:200].decode("utf-8", "ignore")
+    handle, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{stem}.", suffix=suffix)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)

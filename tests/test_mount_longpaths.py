@@ -74,6 +74,10 @@ def test_a_note_past_path_max_is_indexed_read_and_versioned(mounted) -> None:
     assert len(versions) == 1 and versions[0]["size"] == len(text.encode())
     shown = memfs_cli("history", rel, versions[0]["version"], *ws, env=env)
     assert shown.returncode == 0 and shown.stdout == text, shown.stderr
+    write_through(m.mnt, folders, name, b"overwritten by mistake\n")
+    restored = memfs_cli("restore", rel, versions[0]["version"], *ws, env=env)
+    assert restored.returncode == 0, restored.stderr
+    assert memfs_cli("get", rel, *ws, env=env).stdout == text
 
     status = json.loads(memfs_cli("status", "--json", *ws, env=env).stdout)
     assert rel not in {p["path"] for p in status["problems"]} and status["skipped"] == 0

@@ -296,19 +296,26 @@ class History:
         owner); the restored content is itself a new version.  None: the file holds it already."""
         data = self.content(version)
         self.before_change(rel)
-        target = self.workspace / rel
-        if target.is_symlink():
-            raise HistoryError(f"{rel} is a symbolic link now: remove it first")
-        target.parent.mkdir(parents=True, exist_ok=True)
+        full = self.workspace / rel
         try:
-            existing: os.stat_result | None = os.stat(target)
+            if stat.S_ISLNK(longpath.lstat(full).st_mode):
+                raise HistoryError(f"{rel} is a symbolic link now: remove it first")
         except FileNotFoundError:
-            existing = None
+            pass
         temp: Path | None = None
         try:
-            temp = staged_replacement(target, data, existing, suffix=".restore")
-            os.replace(temp, target)
-            sync_folder(target.parent)
+            if not longpath.exists(full.parent):
+                full.parent.mkdir(parents=True, exist_ok=True)  # a deleted file's folder, put back
+            with longpath.reach(full) as short:  # past PATH_MAX too: through its folder
+                target = Path(short)
+                try:
+                    existing: os.stat_result | None = os.stat(target)
+                except FileNotFoundError:
+                    existing = None
+                temp = staged_replacement(target, data, existing, suffix=".restore")
+                os.replace(temp, target)
+                temp = None
+                sync_folder(target.parent)
         except OSError as exc:
             if temp is not None:
                 temp.unlink(missing_ok=True)

@@ -156,6 +156,8 @@ class SearchResult:
     snippet: str
     chunk_start_line: int = 0
     chunk_end_line: int = 0
+    chat_title: str = ""  # a result in a sync file or transcript: its chat's (session's) title
+    chat_id: str = ""
 
     @property
     def citation(self) -> str:
@@ -531,6 +533,8 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
             snippet=snippet,
             chunk_start_line=item.chunk.start_line,
             chunk_end_line=item.chunk.end_line,
+            chat_title=item.chunk.chat_title,
+            chat_id=item.chunk.chat_id,
         ))
     return results
 

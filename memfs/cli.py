@@ -255,13 +255,16 @@ def search(query: str, as_json: bool, limit: str | None, min_score: str | None, 
               help="First line (1-based).")
 @click.option("--lines", type=click.IntRange(min=1), default=None,
               help="How many lines (default 200; output is capped).")
+@click.option("--messages", is_flag=True,
+              help="A sync file or transcript: print its messages as text under their chat's title, not the JSON.")
 @click.option("--json", "as_json", is_flag=True)
 @global_options
-def get(path: str, from_line: int, lines: int | None, as_json: bool, **opts: Any) -> None:
+def get(path: str, from_line: int, lines: int | None, messages: bool, as_json: bool, **opts: Any) -> None:
     """Read part of a memory file, bounded; says where to continue.  PATH is relative to the
     workspace (as search results cite it), or to the current folder inside the workspace."""
     with _answerer(opts) as answerer:
-        _emit(answerer.answer("get", {"path": path, "from_line": from_line, "lines": lines, "json": as_json}))
+        _emit(answerer.answer("get", {"path": path, "from_line": from_line, "lines": lines, "json": as_json,
+                                      "messages": messages}))
 
 
 @main.command()

@@ -100,7 +100,7 @@ def get(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
         return Answer(error=problem)
     try:
         result = memory.get(_workspace_path(cfg, str(args["path"]), cwd), int(args.get("from_line") or 1),
-                            args.get("lines"), mode=cfg.mode)
+                            args.get("lines"), mode=cfg.mode, messages=bool(args.get("messages")))
     except GetError as exc:
         return Answer(error=str(exc))
     if args.get("json"):

@@ -68,12 +68,15 @@ def build_server(invocation: Invocation, open_local: Callable[[], tuple[Memory, 
         return _text(ask("search", {"query": query, "options": {k: v for k, v in options.items() if v is not None}}))
 
     @server.tool()
-    def memory_get(path: str, from_line: int = 1, lines: int | None = None) -> str:
+    def memory_get(path: str, from_line: int = 1, lines: int | None = None, messages: bool = False) -> str:
         """Read lines of a memory file (path relative to the workspace, as search results cite it).
-        from_line is 1-based; lines defaults to 200. Says where to continue when there is more."""
+        from_line is 1-based; lines defaults to 200. Says where to continue when there is more.
+        messages: for a synced chat or session transcript (.jsonl), its messages as text under the
+        chat's title instead of the JSON lines."""
         if from_line < 1 or (lines is not None and lines < 1):
             raise ToolError("from_line and lines must be at least 1")
-        return _text(ask("get", {"path": path, "from_line": from_line, "lines": lines}), with_notes=True)
+        return _text(ask("get", {"path": path, "from_line": from_line, "lines": lines, "messages": messages}),
+                     with_notes=True)
 
     @server.tool()
     def memory_context(mode: str | None = None) -> str:

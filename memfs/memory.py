@@ -35,6 +35,8 @@ from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa
 from memfs.history.store import FAILURES as HISTORY_FAILURES
 from memfs.history.store import Forgotten, HistoryError, Version  # noqa: F401
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
+from memfs.index.messages import as_text as messages_as_text
+from memfs.index.messages import parse_jsonl, session_header
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     QUERY_EMBED_CHARS,
@@ -55,7 +57,9 @@ from memfs.sync.store import IngestResult, SyncStore, SyncStoreError
 from memfs.versions import Versions, VersionsError  # noqa: F401
 from memfs.workspace import (
     LONG_TERM_NAMES,
+    FileKind,
     OutsideWorkspace,
+    classify,
     is_memory,
     iter_memory_files,
     relative,
@@ -456,8 +460,11 @@ class Memory:
             log.warning("query embedding failed, keyword search only: %s", exc)
             return None
 
-    def get(self, path: str, from_line: int = 1, lines: int | None = None, mode: str | None = None) -> GetResult:
-        """Read part of a workspace file, bounded, saying where to continue."""
+    def get(self, path: str, from_line: int = 1, lines: int | None = None, mode: str | None = None,
+            messages: bool = False) -> GetResult:
+        """Read part of a workspace file, bounded, saying where to continue.  ``messages``: a sync
+        file's or transcript's lines as the messages they hold, under their chat's title (what
+        search indexes), instead of the JSON; the line numbers stay the file's."""
         if from_line < 1:
             raise GetError("--from must be 1 or more")
         count = GET_DEFAULT_LINES if lines is None else lines
@@ -493,7 +500,18 @@ class Memory:
         to_line = from_line + len(picked) - 1
         next_from = to_line + 1 if to_line < total else None
         body = "\n".join(picked) + ("\n" if picked else "")
+        if messages:
+            body = self._as_messages(rel, body, from_line, all_lines[0] if all_lines else "")
         return GetResult(rel, from_line, to_line, total, body, next_from, bad)
+
+    def _as_messages(self, rel: str, body: str, from_line: int, first_line: str) -> str:
+        kind = classify(rel, self.cfg.index.extra_paths)
+        if not kind.is_jsonl:
+            raise GetError(f"{rel} is not a sync file or session transcript: --messages reads JSONL messages "
+                           "(leave it out to read the file)")
+        session = kind is FileKind.SESSION
+        header = session_header(first_line) if session and from_line > 1 else ("", "")
+        return messages_as_text(parse_jsonl(body, session=session, first_line=from_line, header=header))
 
     def _parse_sync(self, data: bytes, source: str, first_line: int = 1) -> list[sync_protocol.SyncMessage]:
         """Validated messages; invalid data is kept under clawgpt-memory/.rejected/ with the

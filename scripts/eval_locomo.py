@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Retrieval quality on the LoCoMo dev set, BM25 alone vs memfs's default, every metric of the
-dev set's README in one run:
+dev set's README in one run, on both copies of each conversation (Markdown daily logs and ClawGPT
+sync JSONL) unless --source picks one:
 
-    python scripts/eval_locomo.py ../shared/bench/locomo-dev [--source md|jsonl] [--set key=value ...]
+    python scripts/eval_locomo.py ../shared/bench/locomo-dev [--source md|jsonl|both] [--set key=value ...]
 
 - R@k, MRR@10, Rall@6, R@2400tok: a result is a hit when its cited lines overlap an evidence turn.
 - visible@6: the evidence turn's text (first 80 characters, whitespace collapsed, any case) is in
   the snippet of a top-6 result: what an agent sees without reading further.
 - cite_lines: lines a top-6 result cites; out_tokens: cl100k tokens of the top-6 snippets plus
-  citations (what an agent reads per search).
+  citations (what an agent reads per search; a result from a sync file counts its chat's title,
+  which the result shows above its snippet).
 - answered@own: the own workspace's default answer (n=6, default min_score) includes a hit;
   fp_rate: asked of the next conversation's workspace (26->30->41->42->43->26), the share of
   questions that get any result at all.
@@ -115,7 +117,7 @@ def score(ranked: list[Hit], spans: list[tuple[str, int, int]], texts: list[str]
 
 
 def make_workspace(conv: Path, root: Path, source: str) -> Path:
-    ws = root / conv.name
+    ws = root / source / conv.name
     folder = "memory" if source == "md" else "clawgpt-memory"
     shutil.copytree(conv / folder, ws / folder)
     return ws
@@ -132,9 +134,14 @@ def bm25_ranked(memory: Memory, question: str, k: int) -> list[Hit]:
             for i in ids if i in chunks]
 
 
-def memfs_ranked(memory: Memory, question: str, n: int) -> list[Hit]:
-    return [Hit(r.path, r.start_line, r.end_line, r.snippet, r.score)
-            for r in memory.search(question, max_results=n).results]
+def memfs_ranked(memory: Memory, question: str, n: int, min_score: float | None = None) -> list[Hit]:
+    return [Hit(r.path, r.start_line, r.end_line, shown(r.snippet, r.chat_title), r.score)
+            for r in memory.search(question, max_results=n, min_score=min_score).results]
+
+
+def shown(snippet: str, title: str) -> str:
+    """What a result shows an agent: the snippet, under its chat's title for a sync file."""
+    return f"# {title}\n{snippet}" if title else snippet
 
 
 def open_memory(ws: Path, agent: str, cache: Path, overrides: list[tuple[str, str]]) -> Memory:
@@ -153,7 +160,7 @@ def run(dev: Path, source: str, overrides: list[tuple[str, str]], cache: Path, c
         folders = [p for p in folders if not convs or p.name in convs]
         baselines, memories = {}, {}
         for conv in folders:
-            ws = make_workspace(conv, root, source)
+            ws = make_workspace(conv, root, source)  # the agent (and so the embedding cache) is the conversation's
             baselines[conv.name] = open_memory(ws, f"{conv.name}-bm25", cache, [("embedding.provider", "none")])
             memories[conv.name] = open_memory(ws, conv.name, cache, overrides)
         for position, conv in enumerate(folders):
@@ -190,21 +197,24 @@ def run(dev: Path, source: str, overrides: list[tuple[str, str]], cache: Path, c
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dev", type=Path, help="the locomo-dev folder")
-    parser.add_argument("--source", choices=("md", "jsonl"), default="md")
+    parser.add_argument("--source", choices=("md", "jsonl", "both"), default="both")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "memfs-eval-state")
     parser.add_argument("--conv", action="append", default=[], help="only these conversations")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    summary = run(args.dev, args.source, [parse_override(o) for o in args.overrides], args.cache, args.conv)
+    sources = ("md", "jsonl") if args.source == "both" else (args.source,)
+    overrides = [parse_override(o) for o in args.overrides]
+    summaries = {source: run(args.dev, source, overrides, args.cache, args.conv) for source in sources}
     if args.json:
-        print(json.dumps(summary))
+        print(json.dumps(summaries if args.source == "both" else summaries[args.source]))
         return 0
-    print(f"LoCoMo dev, {args.source} files, {summary['questions']} questions")
-    print(f"{'retriever':<10} " + " ".join(f"{n:>12}" for n in NAMES))
-    for system in ("bm25", "memfs"):
-        print(f"{system:<10} " + " ".join(f"{summary[system].get(n, float('nan')):>12.3f}" for n in NAMES))
-    print(f"memfs search p50: {summary['search_ms_p50']} ms (query embedding included)")
+    for source, summary in summaries.items():
+        print(f"LoCoMo dev, {source} files, {summary['questions']} questions")
+        print(f"{'retriever':<10} " + " ".join(f"{n:>12}" for n in NAMES))
+        for system in ("bm25", "memfs"):
+            print(f"{system:<10} " + " ".join(f"{summary[system].get(n, float('nan')):>12.3f}" for n in NAMES))
+        print(f"memfs search p50: {summary['search_ms_p50']} ms (query embedding included)\n")
     return 0
 
 

@@ -1,3 +1,5 @@
+import json
+
 from memfs.index import tokens
 from memfs.index.chunking import chunk_markdown, chunk_messages
 from memfs.index.messages import Message, parse_jsonl
@@ -77,3 +79,45 @@ def test_session_transcript_keeps_only_dialogue() -> None:
     assert [m.line for m in messages] == [2, 3]
     assert messages[0].text == "[2026-01-26 10:00 UTC] User: Deploy the blue build"
     assert "SECRET" not in " ".join(m.text for m in messages)
+
+
+def _sync_line(i: int, chat: str, title: str, content: str) -> str:
+    return json.dumps({"id": f"{chat}-{i}", "chatId": chat, "chatTitle": title, "role": "user" if i % 2 else "assistant",
+                       "content": content, "timestamp": 1707123456789 + i * 60_000})
+
+
+def test_chunks_never_mix_two_chats() -> None:
+    lines = [_sync_line(i, "a" if i < 3 or i == 5 else "b", "Lisbon trip" if i < 3 or i == 5 else "Tax return",
+                        f"message {i} " + "word " * 10) for i in range(7)]
+    messages = parse_jsonl("\n".join(lines), session=False)
+    chunks = chunk_messages(messages, 400, 80)  # all seven would fit one chunk
+    chats = [{m.chat_id for m in messages if c.start_line <= m.line <= c.end_line} for c in chunks]
+    assert all(len(chat) == 1 for chat in chats), chats
+    assert [(c.start_line, c.end_line, c.chat_id) for c in chunks] == [(1, 3, "a"), (4, 5, "b"), (6, 6, "a"),
+                                                                      (7, 7, "b")]
+    assert chunks[0].text.startswith("# Lisbon trip\n") and chunks[1].text.startswith("# Tax return\n")
+
+
+def test_a_chat_title_is_its_messages_context() -> None:
+    messages = parse_jsonl(_sync_line(1, "c9", "Lisbon trip", "Book the tram tickets"), session=False)
+    assert (messages[0].chat_id, messages[0].chat_title) == ("c9", "Lisbon trip")
+    units = chunk_messages(messages, 400, 80)[0].units
+    # The title is in the keyword signal of every reading, and in the vector of one of them.
+    assert all("Lisbon trip" in u.keyword_text for u in units)
+    assert {u.embedding_text for u in units} == {"Lisbon trip\n[2024-02-05 08:58 UTC] User: Book the tram tickets",
+                                                 "[2024-02-05 08:58 UTC] User: Book the tram tickets"}
+    untitled = parse_jsonl(json.dumps({"id": "x", "chatId": "c7", "chatTitle": "", "role": "user", "content": "hi",
+                                       "timestamp": 1707123456789}), session=False)
+    assert untitled[0].chat_title == "Chat c7"
+
+
+def test_a_session_header_titles_its_messages_even_in_an_appended_tail() -> None:
+    from memfs.index.messages import session_header
+
+    header = '{"type":"session","id":"s1","timestamp":"2026-01-26T09:59:00Z"}'
+    turn = '{"type":"message","timestamp":"2026-01-26T10:00:00Z","message":{"role":"user","content":"Deploy"}}'
+    whole = parse_jsonl(f"{header}\n{turn}", session=True)
+    assert whole[0].chat_title == "Session s1 (started 2026-01-26 09:59 UTC)" and whole[0].chat_id == "s1"
+    tail = parse_jsonl(turn, session=True, first_line=7, header=session_header(header))
+    assert (tail[0].line, tail[0].chat_title) == (7, whole[0].chat_title)
+    assert chunk_messages(tail, 400, 80)[0].units[0].context == whole[0].chat_title

@@ -39,7 +39,8 @@ def test_init_index_search_get_status(tmp_path: Path, locomo_day) -> None:
     assert payload["query"] == "LGBTQ support group"
     first = payload["results"][0]
     assert set(first) == {"path", "start_line", "end_line", "score", "vector_score", "text_score", "snippet",
-                          "chunk_start_line", "chunk_end_line"}
+                          "chunk_start_line", "chunk_end_line", "chat_title", "chat_id"}
+    assert first["chat_title"] == first["chat_id"] == ""  # a daily log is not a chat
     assert first["path"] == "memory/2023-05-08.md"
 
     markdown = memfs("search", "LGBTQ support group", cwd=ws / "memory", env=env)  # workspace found from cwd

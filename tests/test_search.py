@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+import pytest
 from conftest import write
 
 from memfs.index.embeddings import LOCAL_MODEL_ID
@@ -175,3 +177,56 @@ def test_provider_failure_falls_back_to_keywords(workspace: Path, make_memory, l
     response = memory.search("support group")
     assert response.results and response.warnings
     assert "MEMFS_TEST_MISSING_KEY" in response.warnings[0]
+
+
+def _chat(ws: Path) -> None:
+    """Two synced chats in one day file; only the first one's title says "Zanzibar"."""
+    def line(i: int, chat: str, title: str, role: str, content: str) -> str:
+        return json.dumps({"id": f"{chat}-{i}", "chatId": chat, "chatTitle": title, "role": role,
+                           "content": content, "timestamp": 1707123456789 + i * 60_000})
+    write(ws / "clawgpt-memory" / "2024-02-05.jsonl", "\n".join([
+        line(1, "c-honey", "Zanzibar honeymoon", "user", "Which beaches are quiet in March?"),
+        line(2, "c-honey", "Zanzibar honeymoon", "assistant", "Matemwe and Pongwe stay calm; book the east coast."),
+        line(3, "c-tax", "Quarterly taxes", "user", "When is the next estimated payment due?"),
+        line(4, "c-tax", "Quarterly taxes", "assistant", "April 15th, then June 15th."),
+    ]) + "\n")
+
+
+def test_a_word_only_the_chat_title_holds_finds_its_messages(workspace: Path, make_memory) -> None:
+    from memfs.render.results import render_json, render_markdown
+
+    _chat(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    response = memory.search("Zanzibar")
+    assert response.results, "the chat's title is indexed with its messages"
+    assert {(r.chat_id, r.chat_title) for r in response.results} == {("c-honey", "Zanzibar honeymoon")}
+    assert all(r.path == "clawgpt-memory/2024-02-05.jsonl" and r.end_line <= 2 for r in response.results)
+    page = render_markdown(response)
+    assert "\n### Zanzibar honeymoon\n" in page and "chat c-honey · score" in page
+    assert "--messages" in page
+    first = json.loads(render_json(response))["results"][0]
+    assert (first["chat_title"], first["chat_id"]) == ("Zanzibar honeymoon", "c-honey")
+    # A result from a Markdown file says nothing of chats.
+    write(workspace / "memory" / "2024-02-05.md", "# 2024-02-05\n\n## 10:00 - Notes\nZanzibar flights booked.\n")
+    memory.file_changed("memory/2024-02-05.md")
+    md = [r for r in memory.search("Zanzibar flights").results if r.path.startswith("memory/")]
+    assert md and md[0].chat_title == md[0].chat_id == ""
+
+
+def test_get_messages_prints_a_sync_span_as_text_under_its_title(workspace: Path, make_memory) -> None:
+    from memfs.memory import GetError
+
+    _chat(workspace)
+    memory = make_memory(workspace)
+    raw = memory.get("clawgpt-memory/2024-02-05.jsonl", 2, 2)
+    assert raw.text.startswith('{"id": "c-honey-2"')  # the default stays the file's bytes
+    shown = memory.get("clawgpt-memory/2024-02-05.jsonl", 2, 2, messages=True)
+    assert (shown.from_line, shown.to_line, shown.next_from) == (2, 3, 4)
+    assert shown.text == ("# Zanzibar honeymoon\n\n"
+                          "[2024-02-05 08:59 UTC] Assistant: Matemwe and Pongwe stay calm; book the east coast.\n\n"
+                          "# Quarterly taxes\n\n"
+                          "[2024-02-05 09:00 UTC] User: When is the next estimated payment due?\n")
+    write(workspace / "memory" / "2024-02-05.md", "# 2024-02-05\n")
+    with pytest.raises(GetError, match="not a sync file or session transcript"):
+        memory.get("memory/2024-02-05.md", messages=True)

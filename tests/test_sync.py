@@ -134,6 +134,36 @@ def test_sync_through_the_mount(smount) -> None:
     assert "clawgpt-memory/2024-02-08.jsonl#L1-L1" in text
 
 
+@pytest.mark.fuse
+def test_a_synced_chat_is_found_by_its_title_and_shows_it(smount) -> None:
+    """A sync write through the mount is searchable at once by a word only its chat's title holds,
+    every result shows the title, and `memfs get --messages` reads the cited lines as text."""
+    mnt, ws = smount.mnt, smount.workspace
+    chat = [message(0, chatId="c-okapi", chatTitle="Okapi sanctuary volunteering",
+                    content="Which weekends can we help with the feeding rounds?"),
+            message(1, T0 + 60_000, chatId="c-okapi", chatTitle="Okapi sanctuary volunteering",
+                    content="Saturdays in May; bring boots."),
+            message(2, T0 + 120_000, chatId="c-other", chatTitle="Printer drivers",
+                    content="The office printer needs the new driver.")]
+    (mnt / "clawgpt-memory" / "incoming.txt").write_bytes(envelope(chat))
+    page = (mnt / "search" / "okapi.md").read_text()
+    assert "clawgpt-memory/2024-02-05.jsonl#L1-L" in page
+    assert "\n### Okapi sanctuary volunteering\n" in page and "chat c-okapi" in page
+    assert "Printer drivers" not in page
+    found = json.loads((mnt / "search" / "okapi.json").read_text())["results"]
+    assert found and all((r["chat_id"], r["chat_title"]) == ("c-okapi", "Okapi sanctuary volunteering")
+                         for r in found)
+    env = {"MEMFS_STATE_DIR": str(smount.state)}
+    read = memfs_cli("get", "clawgpt-memory/2024-02-05.jsonl", "--from", "1", "--lines", "2", "--messages",
+                     "-w", str(ws), env=env)
+    assert read.returncode == 0, read.stderr
+    assert read.stdout == ("# Okapi sanctuary volunteering\n\n"
+                           "[2024-02-05 08:57 UTC] User: Which weekends can we help with the feeding rounds?\n"
+                           "[2024-02-05 08:58 UTC] Assistant: Saturdays in May; bring boots.\n")
+    wrong = memfs_cli("get", "clawgpt-memory/.rejected", "--messages", "-w", str(ws), env=env)
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+
+
 WRITER = r"""
 import sys
 data = open(sys.argv[1], "rb").read()
@@ -230,6 +260,8 @@ def test_session_transcripts_index_dialogue_only(smount) -> None:
     hit = json.loads((mnt / "search" / "rotate TLS certificate.json").read_text())["results"][0]
     assert hit["path"] == "sessions/s1.jsonl" and (hit["start_line"], hit["end_line"]) == (2, 3)
     assert "[2026-01-26 10:00 UTC] User: Please rotate" in hit["snippet"]
+    # The messages appended after the header still carry the session's own title.
+    assert (hit["chat_id"], hit["chat_title"]) == ("s1", "Session s1 (started 2026-01-26 09:59 UTC)")
     everything = json.loads((mnt / "search" / "n=20,min=0" / "xylophone.json").read_text())["results"]
     assert everything and all("xylophone" not in r["snippet"] for r in everything)  # tool I/O is not indexed
     import time

@@ -6,7 +6,11 @@ that line.  (Cutting dialogue logs at turn headings was tried on the LoCoMo dev 
 to plain overlap, so the chunker stays line-aware only.)
 
 JSONL: one rendered message per line (see :mod:`memfs.index.messages`), grouped into chunks that
-never split a message; the chunk cites the JSONL line numbers of its first and last message.
+never split a message and never mix two chats (nor two sessions): a chunk holds a run of
+consecutive lines of one chat, so its vector describes that chat and its citation covers no other
+chat's line.  The chat's title heads the chunk's text (``# title``), so the keyword index finds a
+chunk by a word only the title holds, as it finds a Markdown chunk by its headings; the chunk
+cites the JSONL line numbers of its first and last message.
 
 Every chunk also carries its units (:mod:`memfs.index.units`), the passages search scores and
 cites one by one.
@@ -28,6 +32,8 @@ class Chunk:
     end_line: int
     text: str
     units: tuple[Unit, ...] = field(default=(), compare=False)
+    chat_id: str = ""  # JSONL: the chat (or session) every message of the chunk belongs to
+    chat_title: str = ""
 
 
 @dataclass(frozen=True)
@@ -107,7 +113,29 @@ def chunk_markdown(text: str, max_tokens: int, overlap: int) -> list[Chunk]:
     return _chunks(list(enumerate(lines, start=1)), max_tokens, overlap, markdown_units)
 
 
+def _runs(messages: list[Message]) -> list[list[Message]]:
+    """Consecutive messages of one chat."""
+    runs: list[list[Message]] = []
+    for message in messages:
+        if runs and (runs[-1][-1].chat_id, runs[-1][-1].chat_title) == (message.chat_id, message.chat_title):
+            runs[-1].append(message)
+        else:
+            runs.append([message])
+    return runs
+
+
 def chunk_messages(messages: list[Message], max_tokens: int, overlap: int) -> list[Chunk]:
-    """Group rendered messages into chunks of at most ``max_tokens``; a message is never split
-    unless it alone exceeds the limit, in which case its pieces all cite its line."""
-    return _chunks([(m.line, m.text) for m in messages], max_tokens, overlap, message_units)
+    """Group rendered messages into chunks of at most ``max_tokens`` (the title line included),
+    one chat per chunk; a message is never split unless it alone exceeds the limit, in which
+    case its pieces all cite its line."""
+    out: list[Chunk] = []
+    for run in _runs(messages):
+        chat_id, title = run[0].chat_id, run[0].chat_title
+        heading = f"# {title}" if title else ""
+        room = max_tokens - (tokens.count(heading) + 1 if heading else 0)
+        room = max(room, max_tokens // 2)  # a title is cut to TITLE_CHARS, so this is a guard only
+        for chunk in _chunks([(m.line, m.text) for m in run], room, min(overlap, room // 4),
+                             lambda lines: message_units(lines, title)):
+            text = f"{heading}\n{chunk.text}" if heading else chunk.text
+            out.append(Chunk(chunk.start_line, chunk.end_line, text, chunk.units, chat_id, title))
+    return out

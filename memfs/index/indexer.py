@@ -30,7 +30,7 @@ from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking
 from memfs.index.embeddings import INPUT_TOKENS, Provider
-from memfs.index.messages import parse_jsonl
+from memfs.index.messages import parse_jsonl, session_header
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import fts_body
 from memfs.index.units import plain
@@ -39,8 +39,9 @@ from memfs.workspace import FileKind, classify, daily_date, iter_memory_files, n
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 5  # 3: chunks carry units; 4: the model reads text without Markdown marks;
-# 5: facts (list items, key: value lines) are units with twins
+CHUNKER_VERSION = 6  # 3: chunks carry units; 4: the model reads text without Markdown marks;
+# 5: facts (list items, key: value lines) are units with twins; 6: a JSONL chunk holds one chat,
+# headed by its title, and its messages carry the title (with twins read without it)
 Progress = Callable[[int, int], None]
 
 
@@ -136,6 +137,9 @@ class Indexer:
             start = previous.resume_offset if append and previous else 0
             data = _read_from(fd, start)
             tail = _tail_hash(fd, st.st_size) if kind.is_jsonl else ""
+            # An append to a transcript is read from its last chunk on: its session header (the
+            # first line, which titles every message) is read apart.
+            header = session_header(_first_line(fd)) if append and kind is FileKind.SESSION else ("", "")
         finally:
             os.close(fd)
         text, bad = clean_text(data)
@@ -145,15 +149,17 @@ class Indexer:
         digest = identity or hashlib.sha256(data).hexdigest()
         record = FileRecord(rel, kind.value, digest, st.st_mtime, st.st_size, 0, "", private, warning, tail)
         first_line = previous.resume_line if append and previous else 1
-        return _Read(text, record, first_line, append, start, data)
+        return _Read(text, record, first_line, append, start, data, header=header)
 
-    def chunk_text(self, rel: str, text: str, first_line: int = 1) -> list[chunking.Chunk]:
+    def chunk_text(self, rel: str, text: str, first_line: int = 1,
+                   header: tuple[str, str] = ("", "")) -> list[chunking.Chunk]:
         kind = classify(rel, self.cfg.index.extra_paths)
         size, overlap = self.cfg.chunking.tokens, self.cfg.chunking.overlap
         if kind.is_jsonl:
             limit = min(size, INPUT_TOKENS.get(self.cfg.embedding.provider, size))
             bad: list[int] = []
-            messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line)
+            messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line,
+                                   header=header)
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
                 log.warning("%s: line%s %s %s not valid JSON and %s not indexed", rel, "s" if len(bad) > 1 else "",
@@ -204,7 +210,7 @@ class Indexer:
             return Outcome(rel, "skipped", reason=record.error)
         if record.warning and (previous is None or previous.warning != record.warning):
             log.warning("%s: %s; the rest is indexed", rel, record.warning)
-        chunks = self.chunk_text(rel, text, read.first_line)
+        chunks = self.chunk_text(rel, text, read.first_line, read.header)
         if classify(rel, self.cfg.index.extra_paths).is_jsonl:
             record = read.resumable(record, chunks)
         hashes = [text_hash(plain(c.text)) for c in chunks]  # what the model reads, and the cache key
@@ -328,6 +334,13 @@ def _read_from(fd: int, start: int) -> bytes:
     return b"".join(blocks)
 
 
+HEADER_BYTES = 1 << 16  # a transcript's session header is read from at most this many first bytes
+
+
+def _first_line(fd: int) -> str:
+    return os.pread(fd, HEADER_BYTES, 0).split(b"\n", 1)[0].decode("utf-8", "replace")
+
+
 def _tail_hash(fd: int, size: int) -> str:
     begin = max(0, size - TAIL_BYTES)
     return hashlib.sha256(os.pread(fd, size - begin, begin)).hexdigest()
@@ -349,6 +362,7 @@ class _Read:
     start: int = 0  # the byte offset ``text`` starts at
     data: bytes = b""
     unchanged: bool = False
+    header: tuple[str, str] = ("", "")  # a transcript's session (id, title), when text starts after it
 
     def resumable(self, record: FileRecord, chunks: list[chunking.Chunk]) -> FileRecord:
         """The record, with where the next append re-chunks from: the start of the last chunk."""

@@ -156,6 +156,8 @@ class SearchResult:
     snippet: str
     chunk_start_line: int = 0
     chunk_end_line: int = 0
+    chat_title: str = ""  # a result in a sync file or transcript: its chat's (session's) title
+    chat_id: str = ""
 
     @property
     def citation(self) -> str:
@@ -355,7 +357,8 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     # The chunk adds context (a turn that answers the question before it), never takes away: a
     # fact among unrelated ones in a long MEMORY.md keeps its own strength.
     context = np.where(np.isnan(around), around, np.fmax(around, unit_cos))
-    scores = scoring.fuse(coverage, unit_cos, context)
+    message = np.array([chunks[u.chunk_id].jsonl for u in units], dtype=bool)
+    scores = scoring.fuse(coverage, unit_cos, context, message)
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
     for index, unit in enumerate(units):
@@ -375,7 +378,7 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     # unit (which would pull a whole chunk in).  A unit without its own vector yet is judged by its
     # words, and one that shares no word with the query has no evidence at all (the keyword
     # calibration would give it 0.27, its prior).
-    own = scoring.fuse(coverage, own_cos, own_cos)
+    own = scoring.fuse(coverage, own_cos, own_cos, message)
     growable = np.where(np.isnan(own_cos) & (coverage == 0), 0.0, own)
     evidence: dict[tuple[int, int, int], float] = {}
     for i, u in enumerate(units):
@@ -538,6 +541,8 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
             snippet=snippet,
             chunk_start_line=item.chunk.start_line,
             chunk_end_line=item.chunk.end_line,
+            chat_title=item.chunk.chat_title,
+            chat_id=item.chunk.chat_id,
         ))
     return results
 

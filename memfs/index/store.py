@@ -36,8 +36,8 @@ from memfs.workspace import FileKind
 
 _KINDS = {kind.value for kind in FileKind}
 
-SCHEMA_VERSION = "5"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
-# 5: a unit's reading (twins of facts)
+SCHEMA_VERSION = "6"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
+# 5: a unit's reading (twins of facts); 6: a JSONL chunk's chat (id and title)
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan.
 MATRIX_MIN_VECTORS = 20_000
 VEC_KNN_MAX = 4096  # sqlite-vec's largest k
@@ -72,6 +72,8 @@ class StoredChunk:
     hash: str
     text: str
     jsonl: bool = False  # a chunk of messages (its lines are messages, not the file's lines)
+    chat_id: str = ""  # a chunk of messages: its chat (sync) or session (transcript)
+    chat_title: str = ""
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,8 @@ class Store:
                     id INTEGER PRIMARY KEY, path TEXT NOT NULL, start_line INTEGER NOT NULL,
                     end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
                     embedded INTEGER NOT NULL DEFAULT 0, private INTEGER NOT NULL DEFAULT 0,
-                    jsonl INTEGER NOT NULL DEFAULT 0, first_day TEXT, last_day TEXT);
+                    jsonl INTEGER NOT NULL DEFAULT 0, first_day TEXT, last_day TEXT,
+                    chat_id TEXT NOT NULL DEFAULT '', chat_title TEXT NOT NULL DEFAULT '');
                 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, start_line);
                 CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(id) WHERE embedded = 0;
                 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
@@ -347,9 +350,9 @@ class Store:
                 first_day, last_day = days[position] if days else (None, None)
                 conn.execute(
                     "INSERT INTO chunks(path, start_line, end_line, hash, text, embedded, private, jsonl, "
-                    "first_day, last_day) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "first_day, last_day, chat_id, chat_title) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (record.path, chunk.start_line, chunk.end_line, digest, chunk.text, int(vector is not None),
-                     private, jsonl, first_day, last_day),
+                     private, jsonl, first_day, last_day, chunk.chat_id, chunk.chat_title),
                 )
                 chunk_id = conn.last_insert_rowid()
                 conn.execute(f"INSERT INTO {fts}(rowid, body) VALUES (?, ?)", (chunk_id, body))
@@ -635,10 +638,11 @@ class Store:
         scope = "" if include_private else " AND private = 0"
         with self.lock:
             rows = self.conn.execute(
-                f"SELECT id, path, start_line, end_line, hash, text, jsonl FROM chunks WHERE id IN ({marks}){scope}",
+                f"SELECT id, path, start_line, end_line, hash, text, jsonl, chat_id, chat_title FROM chunks "
+                f"WHERE id IN ({marks}){scope}",
                 wanted,
             ).fetchall()
-        return {int(r[0]): StoredChunk(*r[:6], bool(r[6])) for r in rows}
+        return {int(r[0]): StoredChunk(*r[:6], bool(r[6]), r[7], r[8]) for r in rows}
 
     def embedded_ids(self, ids: Iterable[int]) -> set[int]:
         wanted = list(ids)

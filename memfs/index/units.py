@@ -8,7 +8,11 @@ a few lines in it.  Units are cut so that each says one thing:
   lines) on its own; a longer block in windows of ``WINDOW_LINES`` lines.  A unit that does not
   hold its heading carries it as ``context``, which the embedding model and the keyword match
   read too (``## Preferences`` above ``- tea, no sugar``).
-- JSONL: one message (a message cut in pieces for being too long: one unit per piece).
+- JSONL: one message (a message cut in pieces for being too long: one unit per piece), with its
+  chat's title (a sync chat's ``chatTitle``, a transcript's session header) as context: what a
+  Markdown turn's heading is to the turn.  A title can name the topic ("Lisbon trip") or nothing
+  ("Caroline & Melanie - session 3 (7:55 pm on 9 June, 2023)"), so a message has a twin the model
+  reads without it, as a fact has (below); both carry the title in the keyword signal.
 
 Units cite 1-based lines like chunks do, so a search result can cite exactly what matched.
 
@@ -192,5 +196,11 @@ def markdown_units(numbered: list[tuple[int, str]]) -> list[Unit]:
     return units
 
 
-def message_units(numbered: list[tuple[int, str]]) -> list[Unit]:
-    return [Unit(number, number, text) for number, text in numbered if text.strip()]
+def message_units(numbered: list[tuple[int, str]], title: str = "") -> list[Unit]:
+    """One unit per message, its chat's title as context, with its twin read without it."""
+    units: list[Unit] = []
+    for number, text in numbered:
+        if text.strip():
+            unit = Unit(number, number, text, title)
+            units.extend([unit, Unit(number, number, text, title, plain(text))] if title else [unit])
+    return units

@@ -23,7 +23,9 @@ def _around(result: SearchResult) -> str:
     start = result.chunk_start_line or result.start_line
     end = result.chunk_end_line or result.end_line
     path = shlex.quote(result.path)
-    return f"Read around it: sed -n '{start},{end}p' {path}  (or: memfs get {path} --from {start} --lines {end - start + 1})"
+    messages = " --messages" if result.chat_title or result.chat_id else ""
+    return (f"Read around it: sed -n '{start},{end}p' {path}  "
+            f"(or: memfs get {path} --from {start} --lines {end - start + 1}{messages})")
 
 
 def render_markdown(response: SearchResponse) -> str:
@@ -42,11 +44,14 @@ def render_markdown(response: SearchResponse) -> str:
         lines += ["", f"> {response.pending} passage(s) are not embedded yet: they are found by keyword only."]
     for rank, result in enumerate(results, start=1):
         fence = _fence(result.snippet)
+        lines += ["", f"## {rank}. {result.citation}", ""]
+        if result.chat_title or result.chat_id:
+            # A synced chat's or session's messages: which conversation they are from, as a
+            # daily log's turn shows its heading.
+            lines += [f"### {result.chat_title or result.chat_id}", ""]
+        chat = f"chat {result.chat_id} · " if result.chat_id else ""
         lines += [
-            "",
-            f"## {rank}. {result.citation}",
-            "",
-            f"score {result.score:.3f} (vector {result.vector_score:.3f}, keyword {result.text_score:.3f})",
+            f"{chat}score {result.score:.3f} (vector {result.vector_score:.3f}, keyword {result.text_score:.3f})",
             "",
             fence,
             result.snippet,

@@ -604,7 +604,13 @@ class Memory:
                 text, bad = clean_text(read_visible(self.cfg.workspace, rel, privacy))
             except OSError:
                 text = None  # missing, or private for this mode: the same word for both
-            files.append(bundle_render.BundleFile(rel, text, bad))
+            kind = classify(rel, self.cfg.index.extra_paths)
+            if text is not None and kind.is_jsonl:
+                # An agent reads a chat as words under its title, not as JSON keys.
+                rendered = messages_as_text(parse_jsonl(text, session=kind is FileKind.SESSION))
+                text, escaped = clean_text(rendered.encode("utf-8", "surrogatepass"))  # "\u001b" in JSON
+                bad += escaped
+            files.append(bundle_render.BundleFile(rel, text, bad, kind.is_jsonl))
         return bundle_render.bundle(mode, day.isoformat(), files, settings.total_tokens, settings.per_file_tokens)
 
     def _long_term_spelling(self, rel: str) -> str:

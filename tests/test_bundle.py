@@ -120,3 +120,24 @@ def test_a_manifest_too_big_for_the_budget_gives_a_compact_bundle(tmp_path: Path
                          bundle__total_tokens=300, bundle__files=",".join(files))
     text = memory.bundle("main", now=NOW)
     assert tokens.count(text) <= 300 and "too small for the manifest of 14 files" in text
+
+
+def test_a_synced_chat_in_the_bundle_reads_as_messages_under_its_title(workspace: Path, make_memory) -> None:
+    import json
+
+    lines = [json.dumps({"id": f"c1-{i}", "chatId": "c1", "chatTitle": "Trip to Porto", "role": role,
+                         "content": text, "timestamp": 1763800000000 + i * 60_000})
+             for i, (role, text) in enumerate([("user", "Book the riverside hotel"),
+                                               ("assistant", "Booked it for the 3rd \x1b[31m")]
+                                              + [("user", f"Day {n}: walk the Ribeira and taste port wine number {n}")
+                                                 for n in range(80)])]
+    write(workspace / "clawgpt-memory" / "2026-11-22.jsonl", "\n".join(lines) + "\n")
+    memory = make_memory(workspace, embedding__provider="none",
+                         bundle__files=["clawgpt-memory/{today}.jsonl"], bundle__timezone="UTC")
+    text = memory.bundle("main", now=NOW)
+    assert "# Trip to Porto" in text and "User: Book the riverside hotel" in text, text
+    assert '"chatTitle"' not in text and "\x1b" not in text
+    short = make_memory(workspace, embedding__provider="none", bundle__files=["clawgpt-memory/{today}.jsonl"],
+                        bundle__timezone="UTC", bundle__total_tokens=600, bundle__per_file_tokens=400)
+    cut = short.bundle("main", now=NOW)
+    assert "sed -n" not in cut and "memfs get clawgpt-memory/2026-11-22.jsonl --messages" in cut, cut

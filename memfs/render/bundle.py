@@ -26,6 +26,7 @@ class BundleFile:
     path: str
     text: str | None  # None: the file does not exist
     dropped: int = 0  # bytes that were not text (memfs.cleantext): shown as one mark per run
+    messages: bool = False  # a sync file or transcript, shown as its messages under chat titles
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,15 @@ def _head(lines: list[str], budget: int) -> tuple[list[str], int]:
     return taken, used
 
 
-def _marker(path: str, cut: int, total: int, first: int, last: int) -> str:
+def _marker(path: str, cut: int, total: int, first: int, last: int, messages: bool = False) -> str:
     quoted = shlex.quote(path)
+    if messages:  # lines of the rendering, not of the file: point at the messages instead
+        return f"[… memfs: {cut} of {total} tokens cut here; read them with memfs get {quoted} --messages …]"
     return (f"[… memfs: {cut} of {total} tokens cut here (lines {first}-{last}); read them with "
             f"sed -n '{first},{last}p' {quoted} or memfs get {quoted} --from {first} …]")
 
 
-def truncate(path: str, text: str, budget: int) -> tuple[str, int, bool]:
+def truncate(path: str, text: str, budget: int, messages: bool = False) -> tuple[str, int, bool]:
     """(body, tokens of the file included, truncated?) within ``budget`` tokens, the marker
     included: about 2/3 of what the marker leaves goes to the head, the rest to the tail."""
     total = tokens.count(text)
@@ -92,7 +95,7 @@ def truncate(path: str, text: str, budget: int) -> tuple[str, int, bool]:
         return text, total, False
     lines = text.split("\n")
     widest = len(str(len(lines)))
-    room = budget - tokens.count(_marker(path, total, total, 10 ** widest - 1, 10 ** widest - 1)) - 1
+    room = budget - tokens.count(_marker(path, total, total, 10 ** widest - 1, 10 ** widest - 1, messages)) - 1
     if room < 8:
         return "", 0, True  # no room for any of it: the manifest says so, no section is sent
     head, head_used = _head(lines, room * 2 // 3)
@@ -103,7 +106,7 @@ def truncate(path: str, text: str, budget: int) -> tuple[str, int, bool]:
         return text, total, False
     first_cut = len(head) + 1
     last_cut = len(lines) - len(tail)
-    marker = _marker(path, total - head_used - tail_used, total, first_cut, last_cut)
+    marker = _marker(path, total - head_used - tail_used, total, first_cut, last_cut, messages)
     return "\n".join(head + [marker] + tail), head_used + tail_used, True
 
 
@@ -117,7 +120,7 @@ def build(files: list[BundleFile], total_tokens: int, per_file_tokens: int) -> l
         if f.text is None:
             sections.append(Section(f.path, 0, 0, False, "", True))
             continue
-        body, included, cut = truncate(f.path, f.text, shares[f.path])
+        body, included, cut = truncate(f.path, f.text, shares[f.path], f.messages)
         sections.append(Section(f.path, included, tokens.count(f.text), cut, body, False, f.dropped))
     return sections
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 
@@ -376,3 +377,20 @@ def test_the_cli_lists_what_it_forgets_asks_first_and_records_it(workspace: Path
     assert [(r["version"], r["uid"], r["via"]) for r in record] == [(listed[0]["version"], os.getuid(), "cli")]
     again = memfs_cli("history", "forget", "--containing", SECRET.decode(), *ws, env=env)
     assert again.returncode == 0 and again.stdout.startswith("nothing to forget")
+
+
+def test_a_diff_cuts_at_newlines_only_and_shows_stray_bytes_as_marks(workspace: Path, make_memory) -> None:
+    """str.splitlines also cuts at form feeds and vertical tabs: the hunk headers then counted
+    lines the file does not have, and raw control bytes reached the terminal."""
+    memory = make_memory(workspace, embedding__provider="none")
+    log = workspace / "memory" / "2026-11-20.md"
+    write(log, "- first\n- second\n")
+    memory.file_changed("memory/2026-11-20.md")
+    with open(log, "ab") as f:
+        f.write(b"ff\x0cpage\nvt\x0bsplit \x1b[31mred\n")
+    memory.file_changed("memory/2026-11-20.md")
+    versions = memory.versions()
+    diff = versions.diff("memory/2026-11-20.md", None, versions.list("memory/2026-11-20.md")[-1].name)
+    assert "@@ -1,2 +1,4 @@" in diff, diff
+    assert "+ff\ufffdpage\n" in diff and "+vt\ufffdsplit \ufffd[31mred\n" in diff
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f]", diff) and "No newline" not in diff

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs import longpath
+from memfs.cleantext import clean_text
 from memfs.config import Config
 from memfs.history.provenance import BESIDE, Provenance
 from memfs.history.store import Forgotten, HistoryError, HistoryStore, Version
@@ -248,13 +249,18 @@ class History:
     def diff(self, rel: str, older: Version | None, newer: Version | None) -> str:
         """A unified diff from ``older`` (None: from nothing) to ``newer`` (None: the file as it
         is now)."""
+        def lines(data: bytes) -> list[str]:
+            # As get and search show the text (memfs.cleantext: no control character reaches a
+            # terminal), cut at newlines only (str.splitlines also cuts at \f, \v and \x1c-\x1e).
+            shown = clean_text(data)[0]
+            return [line + "\n" for line in shown.split("\n")[:-1]] + ([shown.rpartition("\n")[2]]
+                                                                      if not shown.endswith("\n") and shown else [])
+
         def text(version: Version | None, now: bool) -> tuple[list[str], str]:
             if version is None:
                 snap = self._snapshot(rel) if now else None
-                return ((snap.data if snap else b"").decode("utf-8", "replace").splitlines(keepends=True),
-                        f"{rel} (now)" if snap else "/dev/null")
-            return (self.content(version).decode("utf-8", "replace").splitlines(keepends=True),
-                    f"{rel}@{version.name}")
+                return lines(snap.data if snap else b""), f"{rel} (now)" if snap else "/dev/null"
+            return lines(self.content(version)), f"{rel}@{version.name}"
 
         (a, a_label), (b, b_label) = text(older, False), text(newer, True)
         import difflib  # here, not at import: every command loads this module, few diff

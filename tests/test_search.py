@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from pathlib import Path
@@ -10,6 +11,7 @@ import pytest
 from conftest import write
 
 from memfs.index.embeddings import LOCAL_MODEL_ID
+from memfs.memory import parse_options
 
 
 def test_hybrid_search_finds_by_meaning_and_cites_lines(workspace: Path, make_memory, locomo_day) -> None:
@@ -230,3 +232,17 @@ def test_get_messages_prints_a_sync_span_as_text_under_its_title(workspace: Path
     write(workspace / "memory" / "2024-02-05.md", "# 2024-02-05\n")
     with pytest.raises(GetError, match="not a sync file or session transcript"):
         memory.get("memory/2024-02-05.md", messages=True)
+
+
+def test_date_filters_date_a_synced_message_by_its_day_file(workspace: Path, make_memory) -> None:
+    """Messages are routed to day files by sync.timezone: 03:00 UTC on the 25th is the evening of
+    the 24th in Los Angeles, and after/before count it there, as its file does."""
+    memory = make_memory(workspace, embedding__provider="none", sync__timezone="America/Los_Angeles")
+    at = int(dt.datetime(2026, 11, 25, 3, 0, tzinfo=dt.timezone.utc).timestamp() * 1000)
+    line = json.dumps({"id": "r1", "chatId": "c1", "chatTitle": "Garden", "role": "user",
+                       "content": "Cut back the reeds by the pond", "timestamp": at})
+    memory.ingest_sync(line.encode() + b"\n")
+    assert (workspace / "clawgpt-memory" / "2026-11-24.jsonl").exists()
+    before = memory.search("reeds pond", options=parse_options({"before": "2026-11-25"})).results
+    after = memory.search("reeds pond", options=parse_options({"after": "2026-11-25"})).results
+    assert [r.path for r in before] == ["clawgpt-memory/2026-11-24.jsonl"] and after == []

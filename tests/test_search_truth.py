@@ -175,7 +175,7 @@ def test_options_scope_dates_mmr_and_decay(workspace: Path, make_memory) -> None
 
 @pytest.mark.parametrize("values,message", [
     ({"n": "0"}, "n must be from 1 to 100"), ({"n": "abc"}, "whole number"), ({"min": "2"}, "from 0 to 1"),
-    ({"after": "yesterday"}, "YYYY-MM-DD"), ({"before": "2026-13-01"}, "YYYY-MM-DD"),
+    ({"after": "yesterday"}, "YYYY-MM-DD"), ({"before": "2026-13-01"}, "is no date: month must be in 1..12"),
     ({"after": "2026-11-02", "before": "2026-11-01"}, "nothing could match"), ({"mmr": "1.5"}, "from 0 to 1"),
     ({"decay": "0"}, "more than 0"), ({"in": "../etc"}, "a path in the workspace"), ({"x": "1"}, "unknown option"),
 ])

@@ -379,9 +379,13 @@ class _Read:
 def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:
     """The first and last date a chunk speaks of: a daily log's date, or its messages' dates;
     (None, None) for undated text (MEMORY.md, notes)."""
-    if classify(rel) is FileKind.DAILY_LOG:
+    kind = classify(rel)
+    if kind is FileKind.DAILY_LOG or kind is FileKind.SYNC:
+        # A sync day file holds the messages of its day in sync.timezone (that is how they are
+        # routed): its name dates them as the user counts days, where a timestamp is UTC.
         day = daily_date(rel)
-        return (day.isoformat(), day.isoformat()) if day else (None, None)
+        if day or kind is FileKind.DAILY_LOG:
+            return (day.isoformat(), day.isoformat()) if day else (None, None)
     dates = sorted(m.group(1) for u in chunk.units if (m := _MESSAGE_DAY.match(u.text)))
     return (dates[0], dates[-1]) if dates else (None, None)
 

@@ -93,7 +93,9 @@ class SearchOptions:
 def _date(name: str, value: str) -> dt.date:
     try:
         return dt.date.fromisoformat(value)
-    except ValueError:
+    except ValueError as exc:
+        if re.fullmatch(r"\d{4}-\d{2}-\d{2}", value):
+            raise BadOption(f"{name}={value!r} is no date: {exc}") from None  # month 13, say
         raise BadOption(f"{name}={value!r}: a date is written YYYY-MM-DD") from None
 
 
@@ -252,19 +254,21 @@ class Scope:
 
 
 def unit_day(path: str, unit: StoredUnit) -> str | None:
-    """The date of a unit: its daily file's, or its message's (a rendered message starts with
-    its UTC timestamp); None for undated files."""
+    """The date of a unit: its daily file's or sync day file's (named after the day in
+    sync.timezone its messages were routed to), or a transcript message's (a rendered message
+    starts with its UTC timestamp); None for undated files."""
+    day = _file_day(path)
+    if day is not None:
+        return day
     match = _MESSAGE_DATE.match(unit.text)
-    if match:
-        return match.group(1)
-    return _file_day(path)
+    return match.group(1) if match else None
 
 
 @functools.lru_cache(maxsize=8192)
 def _file_day(path: str) -> str | None:
     # Cached: a search dates every unit of its candidate chunks (~900 at 100k chunks), most of
     # them in a few files.
-    day = daily_date(path) if path.startswith("memory/") else None
+    day = daily_date(path) if path.startswith(("memory/", f"{SYNC_DIR}/")) else None
     return day.isoformat() if day else None
 
 

@@ -81,6 +81,15 @@ def test_session_transcript_keeps_only_dialogue() -> None:
     assert "SECRET" not in " ".join(m.text for m in messages)
 
 
+def test_a_flat_session_record_is_read_too() -> None:
+    """Some runtimes write role and content beside "type": "message" (a newcomer's transcript of
+    that shape was indexed as nothing, without a word); tool results stay out either way."""
+    lines = ['{"type":"message","role":"user","content":"Table at Bangkok Garden for four","timestamp":1763800000}',
+             '{"type":"message","role":"toolResult","content":"SECRET-TOOL-OUTPUT"}']
+    messages = parse_jsonl("\n".join(lines), session=True)
+    assert [m.text for m in messages] == ["[2025-11-22 08:26 UTC] User: Table at Bangkok Garden for four"]
+
+
 def _sync_line(i: int, chat: str, title: str, content: str) -> str:
     return json.dumps({"id": f"{chat}-{i}", "chatId": chat, "chatTitle": title, "role": "user" if i % 2 else "assistant",
                        "content": content, "timestamp": 1707123456789 + i * 60_000})

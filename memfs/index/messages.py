@@ -114,6 +114,8 @@ def parse_session_line(line: int, record: Any, chat: tuple[str, str] = ("", ""))
     if not isinstance(record, dict) or record.get("type") != "message":
         return None
     message = record.get("message")
+    if message is None and "role" in record:
+        message = record  # the flat shape some runtimes write: role and content beside type
     if not isinstance(message, dict):
         return None
     role = str(message.get("role", ""))

@@ -362,6 +362,9 @@ def forget(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answe
     stderr = "".join(f"note: {v.path} {v.name} holds the same bytes and is kept (forget it too, or use --containing)\n"
                      for v in done.still_held)
     stderr += "".join(f"note: {p} holds {what} now: its next version will hold it too\n" for p in done.held_now)
+    if done.forgotten:
+        stderr += ("note: the search index may still hold old bytes in its free pages: `memfs index --rebuild` "
+                   "(with no mount running) writes it anew\n")
     if not done.emptied:
         stderr += ("warning: the history's write-ahead log could not be emptied (another process is reading it): "
                    "run this again when it is done\n")

@@ -370,6 +370,7 @@ def test_the_cli_lists_what_it_forgets_asks_first_and_records_it(workspace: Path
     assert refused.returncode == 1 and "may not forget" in refused.stderr and "MEMORY.md" not in refused.stdout
     done = memfs_cli("history", "forget", "memory/2026-11-22.md", listed[0]["version"], "--yes", *ws, env=env)
     assert done.returncode == 0 and f"memory/2026-11-22.md  {listed[0]['version']}" in done.stdout
+    assert "memfs index --rebuild" in done.stderr  # the index is not the history: it says so
     after = memfs_cli("history", "memory/2026-11-22.md", *ws, env=env).stdout
     assert "1 version, oldest first; 1 forgotten" in after
     # (columns are as wide as the longest name: a second version in the same second is _v000002)

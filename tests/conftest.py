@@ -3,6 +3,7 @@ directory, and Memory objects over them (the local model is loaded once per test
 
 from __future__ import annotations
 
+import os
 import shutil
 import zlib
 from collections.abc import Callable, Iterator
@@ -58,6 +59,31 @@ def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def write_deep(root: Path, folders: list[str], name: str, data: bytes) -> Path:
+    """root/folders.../name, made one component at a time relative to a folder's descriptor, as
+    a program does with a path longer than it can pass whole (the path is returned, not usable
+    in one call when it passes PATH_MAX)."""
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for folder in folders:
+            try:
+                os.mkdir(folder, dir_fd=fd)
+            except FileExistsError:
+                pass
+            inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=fd)
+        try:
+            os.write(out, data)
+        finally:
+            os.close(out)
+    finally:
+        os.close(fd)
+    return root.joinpath(*folders, name)
 
 
 @pytest.fixture

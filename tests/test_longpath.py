@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+from conftest import write_deep
 
 from memfs import longpath
 from memfs.config import load_config
@@ -16,29 +17,8 @@ from memfs.workspace import OutsideWorkspace, iter_memory_files, relative
 FOLDERS = [f"{i:03d}" + "d" * 252 for i in range(16)]  # 16 x 256 bytes: past PATH_MAX from anywhere
 
 
-def make_deep(root: Path, folders: list[str], name: str, data: bytes) -> Path:
-    """root/folders.../name, made one component at a time (the path is too long to pass whole)."""
-    root.mkdir(parents=True, exist_ok=True)
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for folder in folders:
-            try:
-                os.mkdir(folder, dir_fd=fd)
-            except FileExistsError:
-                pass
-            inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=fd)
-        os.write(out, data)
-        os.close(out)
-    finally:
-        os.close(fd)
-    return root.joinpath(*folders, name)
-
-
 def test_reach_names_a_long_path_the_kernel_refuses(tmp_path: Path) -> None:
-    full = make_deep(tmp_path, FOLDERS, "note.md", b"deep text\n")
+    full = write_deep(tmp_path, FOLDERS, "note.md", b"deep text\n")
     assert not longpath.fits(full)
     with pytest.raises(OSError) as refused:
         os.stat(full)
@@ -55,7 +35,7 @@ def test_reach_names_a_long_path_the_kernel_refuses(tmp_path: Path) -> None:
 
 
 def test_reach_closes_the_folder_it_opened(tmp_path: Path) -> None:
-    full = make_deep(tmp_path, FOLDERS, "note.md", b"x")
+    full = write_deep(tmp_path, FOLDERS, "note.md", b"x")
     before = len(os.listdir("/proc/self/fd"))
     for _ in range(50):
         longpath.lstat(full)
@@ -63,8 +43,8 @@ def test_reach_closes_the_folder_it_opened(tmp_path: Path) -> None:
 
 
 def test_open_nofollow_refuses_a_symlink_anywhere_on_the_way(tmp_path: Path) -> None:
-    full = make_deep(tmp_path / "ws", FOLDERS, "note.md", b"mine\n")
-    make_deep(tmp_path / "elsewhere", FOLDERS[8:], "note.md", b"someone else's\n")
+    full = write_deep(tmp_path / "ws", FOLDERS, "note.md", b"mine\n")
+    write_deep(tmp_path / "elsewhere", FOLDERS[8:], "note.md", b"someone else's\n")
     rel = "/".join([*FOLDERS, "note.md"])
     fd = longpath.open_nofollow(tmp_path / "ws", rel, os.O_RDONLY)
     assert os.read(fd, 100) == b"mine\n"
@@ -87,7 +67,7 @@ def test_open_nofollow_refuses_a_symlink_anywhere_on_the_way(tmp_path: Path) -> 
 
 
 def test_realpath_resolves_symlinks_past_path_max(tmp_path: Path) -> None:
-    make_deep(tmp_path, FOLDERS, "note.md", b"x")
+    write_deep(tmp_path, FOLDERS, "note.md", b"x")
     deep = tmp_path.joinpath(*FOLDERS)
     with longpath.reach(deep / "out") as short:
         os.symlink("/usr", short)
@@ -101,7 +81,7 @@ def test_the_workspace_walk_and_path_check_reach_past_path_max(tmp_path: Path) -
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "2026-11-20.md").write_text("short\n")
-    make_deep(ws / "memory", FOLDERS, "2026-11-21.md", b"deep\n")
+    write_deep(ws / "memory", FOLDERS, "2026-11-21.md", b"deep\n")
     cfg = load_config(workspace=ws, env={}, overrides=[("state_dir", str(tmp_path / "state"))])
     deep_rel = "/".join(["memory", *FOLDERS, "2026-11-21.md"])
     assert iter_memory_files(cfg) == sorted(["memory/2026-11-20.md", deep_rel])

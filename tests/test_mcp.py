@@ -139,6 +139,21 @@ def test_a_shared_session_cannot_reach_private_memory(tmp_path: Path) -> None:
     assert main_view.returncode == 0 and "MEMORY.md: 1 version" in main_view.stdout
 
 
+def start_serve(ws: Path, env: dict[str, str], tmp_path: Path) -> tuple[subprocess.Popen, float]:
+    """`memfs serve ws`, once its socket is announced; and the deadline the test keeps to."""
+    import time
+
+    server = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(ws)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 90
+    while not list((tmp_path / "state" / "run").glob("*.json")):
+        if time.monotonic() >= deadline or server.poll() is not None:
+            server.kill()
+            raise AssertionError("memfs serve never came up")
+        time.sleep(0.1)
+    return server, deadline
+
+
 def test_a_running_daemon_answers_the_tools(tmp_path: Path, locomo_day) -> None:
     import json
     import signal
@@ -147,13 +162,8 @@ def test_a_running_daemon_answers_the_tools(tmp_path: Path, locomo_day) -> None:
     ws = tmp_path / "ws"
     locomo_day(ws)
     env = {k: v for k, v in env_for(tmp_path).items() if k != "MEMFS_NO_DAEMON"}
-    server = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(ws)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, deadline = start_serve(ws, env, tmp_path)
     try:
-        deadline = time.monotonic() + 90
-        while not list((tmp_path / "state" / "run").glob("*.json")):
-            assert time.monotonic() < deadline and server.poll() is None, "memfs serve never came up"
-            time.sleep(0.1)
         while json.loads(cli("status", "--json", "-w", str(ws), env=env).stdout)["pending"]:
             assert time.monotonic() < deadline, "memfs serve never finished embedding"
             time.sleep(0.2)
@@ -241,18 +251,12 @@ def test_mcp_alone_keeps_its_index_current(tmp_path: Path) -> None:
 def test_mcp_defers_to_a_daemon_and_takes_over_when_it_stops(tmp_path: Path) -> None:
     import json
     import signal
-    import time
 
     ws = tmp_path / "ws"
     write(ws / "memory" / "2026-01-01.md", "# 2026-01-01\n\nThe spare key hangs behind the barometer.\n")
     env = minimal_env(tmp_path)
-    server = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(ws)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, deadline = start_serve(ws, env, tmp_path)
     try:
-        deadline = time.monotonic() + 90
-        while not list((tmp_path / "state" / "run").glob("*.json")):
-            assert time.monotonic() < deadline and server.poll() is None, "memfs serve never came up"
-            time.sleep(0.1)
         log = tmp_path / "mcp.log"
         params = StdioServerParameters(command=sys.executable, args=["-m", "memfs", "mcp", "-v", "-w", str(ws)],
                                        env=env)

@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import write_deep
 from mounts import memfs_cli, wait_until
 
 pytestmark = pytest.mark.fuse
@@ -28,34 +29,12 @@ def deep_note() -> tuple[list[str], str, str]:
     return folders, name, rel
 
 
-def write_through(root: Path, folders: list[str], name: str, data: bytes) -> None:
-    """Create the folders and write the file one component at a time (relative to a folder's
-    descriptor), as a program does with a path longer than it can pass whole."""
-    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        for folder in folders:
-            try:
-                os.mkdir(folder, dir_fd=fd)
-            except FileExistsError:
-                pass
-            inner = os.open(folder, os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
-            os.close(fd)
-            fd = inner
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=fd)
-        try:
-            os.write(out, data)
-        finally:
-            os.close(out)
-    finally:
-        os.close(fd)
-
-
 def test_a_note_past_path_max_is_indexed_read_and_versioned(mounted) -> None:
     m = mounted
     folders, name, rel = deep_note()
     assert len(str(m.workspace / rel).encode()) > 4095  # the daemon cannot name it in one call
     text = f"# deep note\n\nThe {WORD} sleeps at the bottom of the folders.\n"
-    write_through(m.mnt, folders, name, text.encode())
+    write_deep(m.mnt, folders, name, text.encode())
     env = {"MEMFS_STATE_DIR": str(m.state)}
     ws = ["-w", str(m.workspace)]
 
@@ -74,7 +53,7 @@ def test_a_note_past_path_max_is_indexed_read_and_versioned(mounted) -> None:
     assert len(versions) == 1 and versions[0]["size"] == len(text.encode())
     shown = memfs_cli("history", rel, versions[0]["version"], *ws, env=env)
     assert shown.returncode == 0 and shown.stdout == text, shown.stderr
-    write_through(m.mnt, folders, name, b"overwritten by mistake\n")
+    write_deep(m.mnt, folders, name, b"overwritten by mistake\n")
     restored = memfs_cli("restore", rel, versions[0]["version"], *ws, env=env)
     assert restored.returncode == 0, restored.stderr
     assert memfs_cli("get", rel, *ws, env=env).stdout == text
@@ -89,7 +68,7 @@ def test_a_note_past_path_max_made_beside_the_mount_is_found_by_memfs_index(work
     """Written while nothing watched: the walk of `memfs index` (and of a mount's start) finds
     it; os.walk stopped at the first folder it could not name whole."""
     folders, name, rel = deep_note()
-    write_through(workspace, folders, name, f"the {WORD} was here before the mount\n".encode())
+    write_deep(workspace, folders, name, f"the {WORD} was here before the mount\n".encode())
     m = mount_factory(workspace)
     assert [r["path"] for r in m.search_json(WORD)["results"]] == [rel]
 

@@ -512,7 +512,6 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
     if options.decay_days:
         scored = _decay(scored, options.decay_days, today or dt.datetime.now(dt.timezone.utc).date())
     scored = [s for s in scored if s.score >= params.min_score]
-    lines = _Lines()
     results: list[SearchResult] = []
     chosen: list[np.ndarray] = []
     remaining = list(scored)
@@ -523,7 +522,6 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
                for r in results):
             continue  # already in an earlier result's snippet
         start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars)
-        lines.learn(item.chunk, found.units[item.chunk.id])
         spans = [(r.start_line, r.end_line) for r in results if r.path == path]
         if any(a <= end and start <= b for a, b in spans):
             # Two results of one file never overlap: this one keeps only lines no earlier result
@@ -531,8 +529,7 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
             piece = _unshown(start, end, spans, item.unit.start_line, item.unit.end_line)
             if piece is None:
                 continue
-            start, end = lines.tight(path, *piece)
-            snippet = lines.text(path, start, end)
+            start, end, snippet = _trimmed(item.chunk, found.units[item.chunk.id], piece)
         if item.unit.vector:
             chosen.append(np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32))
         results.append(SearchResult(
@@ -568,35 +565,27 @@ def _unshown(start: int, end: int, spans: list[tuple[int, int]], unit_start: int
     return max(meeting, key=lambda r: (r[1] - r[0], -r[0])) if meeting else None
 
 
-class _Lines:
-    """The lines of the files a search's results come from, as their snippets show them (a
-    Markdown file's lines; a JSONL file's messages as indexed), to join two results that overlap."""
+def _lines_of(chunk: StoredChunk, units: list[StoredUnit]) -> dict[int, str]:
+    """A chunk's lines as its snippets show them: a Markdown file's lines; a JSONL file's
+    messages as indexed (the pieces of a long message share its line)."""
+    if not chunk.jsonl:
+        return dict(enumerate(chunk.text.split("\n"), start=chunk.start_line))
+    pieces: dict[int, list[str]] = {}
+    for unit in units:
+        pieces.setdefault(unit.start_line, []).append(unit.text)
+    return {line: "\n".join(texts) for line, texts in pieces.items()}
 
-    def __init__(self) -> None:
-        self.by_path: dict[str, dict[int, str]] = {}
 
-    def learn(self, chunk: StoredChunk, units: list[StoredUnit]) -> None:
-        known = self.by_path.setdefault(chunk.path, {})
-        if not chunk.jsonl:
-            known.update(enumerate(chunk.text.split("\n"), start=chunk.start_line))
-            return
-        pieces: dict[int, list[str]] = {}
-        for unit in units:  # a long message cut in pieces: its pieces share its line
-            pieces.setdefault(unit.start_line, []).append(unit.text)
-        known.update((line, "\n".join(texts)) for line, texts in pieces.items())
-
-    def tight(self, path: str, start: int, end: int) -> tuple[int, int]:
-        """``start..end`` without the blank lines at its edges."""
-        known = self.by_path[path]
-        while start < end and not known.get(start, "").strip():
-            start += 1
-        while end > start and not known.get(end, "").strip():
-            end -= 1
-        return start, end
-
-    def text(self, path: str, start: int, end: int) -> str:
-        known = self.by_path[path]
-        return "\n".join(known[n] for n in range(start, end + 1) if n in known).strip("\n")
+def _trimmed(chunk: StoredChunk, units: list[StoredUnit], piece: tuple[int, int]) -> tuple[int, int, str]:
+    """The snippet of lines ``piece`` of ``chunk`` (a window inside it), without blank lines at
+    its edges."""
+    known = _lines_of(chunk, units)
+    first, last = piece
+    while first < last and not known.get(first, "").strip():
+        first += 1
+    while last > first and not known.get(last, "").strip():
+        last -= 1
+    return first, last, "\n".join(known[n] for n in range(first, last + 1) if n in known).strip("\n")
 
 
 def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float) -> _Scored:

@@ -490,9 +490,12 @@ def empty_scope(store: Store, options: SearchOptions, hides: Callable[[str], boo
     if (options.after or options.before) and scope.paths:
         return (f"in={options.scope} holds no dates: after/before leave undated files out (MEMORY.md has "
                 "none); drop them to search it")
-    paths = store.public_paths() if hides is not None else [f.path for f in store.files()]
-    if any(scope.path_ok(p) and (hides is None or not hides(p)) for p in paths):
-        return None
+    # A range scan of the index's paths under the scope, not every file of the index.
+    candidates = list(scope.paths) if scope.paths else store.paths_under((scope.prefix or "").rstrip("/"))
+    for path in candidates:
+        record = store.file(path)
+        if record is not None and (hides is None or not (record.private or hides(path))):
+            return None
     return (f"in={options.scope}: no indexed file is there; use memory, sessions, sync, MEMORY.md "
             "or a folder or file of the workspace that holds memory files")
 

@@ -17,7 +17,6 @@ import re
 # bytes that are not UTF-8).
 _CONTROL = "\x00-\x08\x0b-\x1f\x7f-\x9f"
 _JUNK = re.compile(f"[{_CONTROL}\ufffd]+")
-_CONTROLS = re.compile(f"[{_CONTROL}]+")
 JUNK_LINE_SHARE = 0.3  # a line (or word) more junk than this is binary noise, not text with a stray byte
 # Noise: a run of junk with whatever sticks to it up to the next space (random bytes decode to
 # some printable characters too).

@@ -252,9 +252,8 @@ class History:
         def lines(data: bytes) -> list[str]:
             # As get and search show the text (memfs.cleantext: no control character reaches a
             # terminal), cut at newlines only (str.splitlines also cuts at \f, \v and \x1c-\x1e).
-            shown = clean_text(data)[0]
-            return [line + "\n" for line in shown.split("\n")[:-1]] + ([shown.rpartition("\n")[2]]
-                                                                      if not shown.endswith("\n") and shown else [])
+            *whole, last = clean_text(data)[0].split("\n")
+            return [line + "\n" for line in whole] + ([last] if last else [])
 
         def text(version: Version | None, now: bool) -> tuple[list[str], str]:
             if version is None:
@@ -265,8 +264,8 @@ class History:
         (a, a_label), (b, b_label) = text(older, False), text(newer, True)
         import difflib  # here, not at import: every command loads this module, few diff
 
-        lines = list(difflib.unified_diff(a, b, a_label, b_label))
-        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
+        hunks = difflib.unified_diff(a, b, a_label, b_label)
+        return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in hunks)
 
     # -- forgetting ----------------------------------------------------------------------------
 

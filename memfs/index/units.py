@@ -121,14 +121,12 @@ def _blocks(numbered: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
 
 
 def _pieces(block: list[tuple[int, str]]) -> list[list[tuple[int, str]]]:
-    """A block cut into list items, or into windows of WINDOW_LINES lines."""
-    def starts_item(line: str) -> bool:
-        return bool(_LIST_ITEM.match(line)) or key_of(line) is not None
-
-    if any(starts_item(line) for _, line in block):
+    """A block cut into facts (list items, key: value lines), or into windows of WINDOW_LINES lines."""
+    starts = [_is_fact(line) for _, line in block]
+    if any(starts):
         items: list[list[tuple[int, str]]] = []
-        for number, line in block:
-            if starts_item(line) or not items:
+        for (number, line), starts_item in zip(block, starts):
+            if starts_item or not items:
                 items.append([(number, line)])
             else:
                 items[-1].append((number, line))

@@ -114,6 +114,12 @@ class EmbeddingConfig(_Section):
     batch_size: int = Field(64, ge=1, le=4096)
     max_retries: int = Field(4, ge=0, le=20)
     timeout_s: float = Field(30.0, gt=0, le=3600)
+    # local: the model is loaded once per user, in an embedding service every process asks
+    # (memfs.index.embedservice); false loads it in each process that embeds.
+    service: bool = True
+    # The service exits after this long with no request (its model holds 250-450 MB); the next
+    # request starts it again in 1-2 s.
+    service_idle_s: float = Field(900.0, ge=1, le=86_400 * 7)
 
 
 class IndexConfig(_Section):

@@ -5,6 +5,7 @@ config machinery."""
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 import typing
 from pathlib import Path
@@ -40,3 +41,26 @@ def trusted_state_dir(env: typing.Mapping[str, str] | None = None) -> Path:
     except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
         pass
     return default_state_dir().resolve()
+
+
+class RuntimeDirError(OSError):
+    """The per-user runtime folder exists but is not this user's private folder."""
+
+
+def runtime_dir() -> Path:
+    """The user's private folder for per-user services (the embedding service's socket): one
+    per user whatever state directory or workspace a command uses, so every process of the user
+    finds the same service.  ``$XDG_RUNTIME_DIR/memfs`` when the session has one, else
+    ``/tmp/memfs-<uid>`` (as tmux does); created 0700 and checked to be a real folder of this
+    user that nobody else can enter, since a socket planted there would receive memory text."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    folder = Path(base) / "memfs" if base and os.path.isabs(base) else Path(f"/tmp/memfs-{os.getuid()}")
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    info = os.lstat(folder)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise RuntimeDirError(f"{folder} is not a private folder of this user (owner uid {info.st_uid}, "
+                              f"mode {stat.S_IMODE(info.st_mode):o}): remove it or set XDG_RUNTIME_DIR")
+    return folder

@@ -30,10 +30,10 @@ from memfs.serve.wire import (
     Invocation,
     check_peer,
     daemon_key,
-    folder_path,
     run_dir,
 )
 from memfs.state import make_private_dir
+from memfs.unixsock import bind_private
 
 log = logging.getLogger(__name__)
 
@@ -112,16 +112,7 @@ class SocketServer:
     def _listen(self) -> socket.socket:
         folder = self.announcement.folder
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        with folder_path(folder, f"{self.announcement.key}.sock") as path:
-            try:
-                os.unlink(path)  # left by a daemon that was killed (it no longer holds the lock)
-            except FileNotFoundError:
-                pass
-            old = os.umask(0o177)
-            try:
-                sock.bind(path)
-            finally:
-                os.umask(old)
+        bind_private(sock, folder, f"{self.announcement.key}.sock")
         sock.listen(16)
         info = {"pid": os.getpid(), "workspace": str(self.cfg.workspace), "agent": self.cfg.agent,
                 "mountpoint": str(self.mountpoint) if self.mountpoint else None, "mode": self.cfg.mode}

@@ -23,13 +23,11 @@ import hashlib
 import json
 import os
 import socket
-import struct
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memfs.unixsock import check_peer, folder_path
 from memfs.userdirs import trusted_state_dir
 
 PROTOCOL = 1
@@ -100,30 +98,6 @@ def _cwd() -> str:
         return os.getcwd()
     except OSError:  # the current folder was deleted: only an absolute --workspace means anything now
         return os.environ.get("PWD") or "/"
-
-
-def _peer_uid(sock: socket.socket) -> int:
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
-
-
-def check_peer(sock: socket.socket) -> bool:
-    """Whether the other end of ``sock`` runs as this user."""
-    try:
-        return _peer_uid(sock) == os.getuid()
-    except OSError:
-        return False
-
-
-@contextmanager
-def folder_path(folder: Path, name: str) -> Iterator[str]:
-    """A path to ``folder/name`` short enough for a Unix socket (108 bytes), through a descriptor
-    of the folder: state directories under a long $HOME or a test's tmp dir are longer."""
-    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY)
-    try:
-        yield f"/proc/self/fd/{fd}/{name}"
-    finally:
-        os.close(fd)
 
 
 def send(sock: socket.socket, message: dict[str, Any]) -> None:

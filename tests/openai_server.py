@@ -1,18 +1,28 @@
 """A small OpenAI-compatible embeddings server on 127.0.0.1 for tests: real HTTP, real JSON.
 
-Vectors are hashed bags of words (64 dims), so texts sharing words are similar.  ``fail_next``
+Vectors are hashed bags of words (64 dims), so texts sharing words are similar; sent as lists of
+floats, or as base64 float32 when the request asks (as the openai client does, and OpenAI, vLLM,
+TEI and llama.cpp answer).  ``fail_next``
 makes the next requests answer with a given HTTP status (429 or 5xx) to exercise retries, either
 a bare status (Retry-After: 0, so the client's own backoff decides) or ``(status, retry_after)``
 (``None``: no Retry-After header).  ``delay_s`` makes each answer take that long, as a GPU server's
 does; ``peak`` is the most requests it has had in flight at once.  ``models``, when given, are the
-only model names it knows (any other is a 404, as vLLM and Ollama answer).
+only model names it knows (any other is a 404, as vLLM and Ollama answer).  ``GET /stats`` says
+how many requests and what peak since it was last asked.
+
+Run as a program (``python tests/openai_server.py --delay 0.05``) it prints its base URL and
+serves until killed or until its standard input closes.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
 import hashlib
 import json
 import re
+import struct
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,8 +43,10 @@ class _Server(ThreadingHTTPServer):
 
 
 class EmbeddingServer:
-    def __init__(self, api_key: str = "sk-test", delay_s: float = 0.0, models: set[str] | None = None) -> None:
+    def __init__(self, api_key: str = "sk-test", delay_s: float = 0.0, models: set[str] | None = None,
+                 answer_base64: bool = True) -> None:
         self.api_key = api_key
+        self.answer_base64 = answer_base64  # False: lists of floats whatever is asked, as some servers answer
         self.delay_s = delay_s
         self.models = models
         self.requests: list[dict] = []
@@ -51,6 +63,14 @@ class EmbeddingServer:
 
             def log_message(self, *args: object) -> None:
                 pass
+
+            def do_GET(self) -> None:  # noqa: N802
+                if self.path != "/stats":
+                    return self._reply(404, {"error": {"message": f"no route {self.path}"}})
+                with server._lock:  # counted since the last look, for a client in another process
+                    stats = {"requests": len(server.requests), "peak": server.peak}
+                server.reset_counts()
+                self._reply(200, stats)
 
             def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -75,8 +95,10 @@ class EmbeddingServer:
                         status, retry_after = failure if isinstance(failure, tuple) else (failure, "0")
                         return self._reply(status, {"error": {"message": f"injected {status}"}}, retry_after)
                     inputs = payload["input"] if isinstance(payload["input"], list) else [payload["input"]]
-                    data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t)}
-                            for i, t in enumerate(inputs)]
+                    vectors = [bag_of_words(t) for t in inputs]
+                    if server.answer_base64 and payload.get("encoding_format") == "base64":  # as the client asks
+                        vectors = [base64.b64encode(struct.pack(f"<{DIMS}f", *v)).decode() for v in vectors]
+                    data = [{"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]
                     self._reply(200, {"object": "list", "data": data, "model": payload["model"],
                                       "usage": {"prompt_tokens": 1, "total_tokens": 1}})
                 finally:
@@ -113,3 +135,17 @@ class EmbeddingServer:
     def __exit__(self, *exc: object) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="an OpenAI-compatible embeddings server on 127.0.0.1")
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds each answer takes")
+    parser.add_argument("--api-key", default="sk-test")
+    args = parser.parse_args()
+    with EmbeddingServer(api_key=args.api_key, delay_s=args.delay) as server:
+        print(server.base_url, flush=True)
+        sys.stdin.read()  # until the parent closes it (or is gone)
+
+
+if __name__ == "__main__":
+    main()

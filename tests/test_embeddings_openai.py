@@ -176,3 +176,10 @@ def test_memfs_index_keeps_the_server_busy(workspace: Path, make_memory) -> None
         assert memory.pending == 0 and server.peak == 3
         hits = memory.search("subject7 person7").results
         assert hits and hits[0].vector_score > 0
+
+
+def test_a_server_answering_lists_of_floats_is_read_too() -> None:
+    texts = [f"passage {i} on topic{i % 5}" for i in range(10)]
+    with EmbeddingServer(answer_base64=False) as server:
+        vectors = provider(server, batch_size=3, concurrency=2).embed(texts)
+        assert np.allclose(vectors, expected(texts), atol=1e-6)

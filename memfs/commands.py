@@ -161,7 +161,7 @@ def index(memory: Memory, cfg: Config, args: dict[str, Any], files_progress: Pro
     done = 0
     # In batches: each takes the embedding lock briefly, so searches (a mount's search/ files,
     # other clients of a daemon) are answered meanwhile instead of waiting for all of it.
-    while embedded := memory.embed_pending(limit=INDEX_BATCH):
+    while embedded := memory.embed_pending(limit=cfg.embedding.texts_per_call(INDEX_BATCH)):
         done += embedded
         if embed_progress:
             embed_progress(done, max(total, done))

@@ -111,7 +111,8 @@ class EmbeddingConfig(_Section):
     base_url: str = ""  # openai: any OpenAI-compatible endpoint
     api_key_env: str = "OPENAI_API_KEY"
     dimensions: int = Field(0, ge=0, le=16_384)  # openai: 0 means the model's own size
-    batch_size: int = Field(64, ge=1, le=4096)
+    batch_size: int = Field(64, ge=1, le=4096)  # openai: texts per request
+    concurrency: int = Field(4, ge=1, le=64)  # openai: requests in flight at once
     max_retries: int = Field(4, ge=0, le=20)
     timeout_s: float = Field(30.0, gt=0, le=3600)
     # local: the model is loaded once per user, in an embedding service every process asks
@@ -120,6 +121,12 @@ class EmbeddingConfig(_Section):
     # The service exits after this long with no request (its model holds 250-450 MB); the next
     # request starts it again in 1-2 s.
     service_idle_s: float = Field(900.0, ge=1, le=86_400 * 7)
+
+    def texts_per_call(self, default: int) -> int:
+        """Texts worth handing the provider in one call: a server is kept busy only by
+        ``concurrency`` requests of ``batch_size`` texts at once; the local model takes
+        ``default``, small calls, so a stop never waits long for the one in progress."""
+        return self.batch_size * self.concurrency if self.provider == "openai" else default
 
 
 class IndexConfig(_Section):

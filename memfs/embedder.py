@@ -13,14 +13,16 @@ from memfs.memory import Memory
 
 log = logging.getLogger(__name__)
 
-# Chunks per call to the model: about half a second of work here (~13 chunks/s on 2 cores), so a
-# stop never waits longer than that for the call in progress.
+# Chunks per call to the local model: about half a second of work here (~13 chunks/s on 2 cores),
+# so a stop never waits longer than that for the call in progress.  A remote server gets enough
+# for all its requests in flight at once (EmbeddingConfig.texts_per_call).
 BATCH = 8
 
 
 class BackgroundEmbedder:
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
+        self.batch = memory.cfg.embedding.texts_per_call(BATCH)
         self._wakeup = trio.Event()
 
     def kick(self) -> None:
@@ -34,7 +36,7 @@ class BackgroundEmbedder:
                 try:
                     # Abandoned on cancel: the thread finishes its batch (Memory.close waits for
                     # it) while the process goes on unmounting.
-                    embedded = await trio.to_thread.run_sync(self.memory.embed_pending, BATCH,
+                    embedded = await trio.to_thread.run_sync(self.memory.embed_pending, self.batch,
                                                              abandon_on_cancel=True)
                 except Exception as exc:  # a locked index, say: retried at the next write, never fatal
                     log.warning("embedding postponed: %s", exc)

@@ -270,10 +270,12 @@ class Indexer:
         name, model, _ = self.identity_source()
         done = 0
         total = self.store.pending_count()
+        per_call = self.cfg.embedding.texts_per_call  # a remote server: enough for all its requests in flight
         kinds = (
-            (self.store.pending_chunks, self.store.store_vectors, lambda c: plain(c.text), batch),
+            (self.store.pending_chunks, self.store.store_vectors, lambda c: plain(c.text), per_call(batch)),
             # Units are short: larger batches cost about the same per call.
-            (self.store.pending_units, self.store.store_unit_vectors, lambda u: u.embedding_text, batch * 4),
+            (self.store.pending_units, self.store.store_unit_vectors, lambda u: u.embedding_text,
+             per_call(batch * 4)),
         )
         for pending, store, text_of, size in kinds:
             while (limit is None or done < limit) and not (stop is not None and stop.is_set()):

@@ -89,8 +89,12 @@ def encoding() -> tiktoken.Encoding:
         tokens = _ranks_from_source()
         _store_ranks(tokens)
     ranks = dict(zip(tokens, range(len(tokens))))
-    return tiktoken.Encoding(name=ENCODING_NAME, pat_str=PATTERN, mergeable_ranks=ranks,
-                             special_tokens=SPECIAL_TOKENS)
+    built = tiktoken.Encoding(name=ENCODING_NAME, pat_str=PATTERN, mergeable_ranks=ranks,
+                              special_tokens=SPECIAL_TOKENS)
+    # The Rust core holds its own copy of the ranks; tiktoken keeps this Python one only to pickle
+    # the encoding, which memfs never does.  Emptied, it frees ~11 MB in every mount and daemon.
+    ranks.clear()
+    return built
 
 
 @functools.lru_cache(maxsize=65_536)

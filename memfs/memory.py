@@ -645,6 +645,10 @@ class Memory:
             "problems": [{"path": path, "not_indexed": error, "warning": warning}
                          for path, (error, warning) in sorted(self.problems(privacy).items())],
         }
+        if self.cfg.embedding.provider == "local" and self.cfg.embedding.service:
+            from memfs.index.embedclient import service_record
+
+            info["embedding_service"] = service_record(self.cfg.embedding)
         if self.history is not None and not privacy.shared:
             # Not for a shared view: the history grows when MEMORY.md is edited.
             info.update(self.history.status())

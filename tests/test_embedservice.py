@@ -235,3 +235,17 @@ def test_two_mounts_share_one_service_and_survive_it_being_killed(runtime: Path,
     assert new_pid != pid
     for m in mounts:
         assert not maps_model_runtime(m.pid)
+
+
+def test_status_says_where_the_model_is_without_loading_it(runtime: Path, workspace: Path, tmp_path: Path) -> None:
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_NO_DAEMON": "1"}
+    argv = [sys.executable, "-X", "importtime", "-m", "memfs", "-w", str(workspace), "status"]
+    before = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert before.returncode == 0, before.stderr
+    assert "the embedding service, not running" in before.stdout
+    make_provider(EmbeddingConfig()).embed(["start it"])
+    [pid] = service_pids(runtime)
+    after = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120)
+    assert f"the embedding service, pid {pid}" in after.stdout
+    imported = {line.split("|")[-1].strip() for line in after.stderr.splitlines() if "|" in line}
+    assert not {"numpy", "onnxruntime", "tokenizers"} & imported

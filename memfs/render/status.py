@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 WARNINGS_SHOWN = 10
 
 
@@ -25,6 +27,14 @@ def render_status(info: dict[str, object]) -> str:
         f"pending:    {info['pending']} passage(s) waiting for an embedding",
         f"provider:   {model}",
     ]
+    if "embedding_service" in info:
+        service = info["embedding_service"]
+        if isinstance(service, dict):
+            lines.append(f"model in:   the embedding service, pid {service['pid']} (up "
+                         f"{max(0, int(time.time() - float(service.get('started', time.time()))))} s, exits after "
+                         f"{float(service.get('idle_s', 0)):g} s idle)")
+        else:
+            lines.append("model in:   the embedding service, not running (it starts at the next embedding)")
     if "index_path" in info:  # a shared view is not told about the index itself
         lines += [
             f"index:      {info['index_path']} ({_size(int(info['index_bytes']))}, generation {info['generation']})",

@@ -224,6 +224,11 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
             if answer is not None:
                 _emit(answer)
                 return
+        if rebuild:  # replacing the index needs it alone: a daemon a command started gives way
+            from memfs.serve import ondemand
+
+            cfg = _config(opts)
+            ondemand.stop(cfg.workspace, cfg.agent, answerer.client.invocation.env or None)
         memory, cfg = answerer.local()
         files_bar, files_done = _bar("reading files")
         embed_bar, embed_done = _bar("embedding chunks")

@@ -143,6 +143,10 @@ class ServeDaemon:
             self.memory.settle()
             left = self.memory.pending
             self.memory.close()
+        if self.on_demand and self.socket.second:
+            log.info("another daemon serves %s (agent %s, %s mode): not starting", self.cfg.workspace,
+                     self.cfg.agent, self.cfg.mode)
+            return 0
         if left:
             log.info("left %d passages waiting for an embedding: the next start embeds them", left)
         log.info("stopped serving %s", self.cfg.workspace)

@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -123,3 +124,41 @@ def start(workspace: Path, agent: str, main: bool, invocation: Invocation,
     elif said != "off":
         log.info("the daemon started for %s did not serve (%s); see %s", workspace, said or "it ended", logged)
     return None
+
+
+def stop(workspace: Path, agent: str, env: dict[str, str] | None = None, timeout: float = 15.0) -> list[int]:
+    """Stop the daemons started on demand for ``workspace`` and ``agent`` (both modes), and wait
+    until they are gone: what only a process that holds the index alone may do (a rebuild)
+    must not be refused because a command once started one.  Their pids."""
+    folder = run_dir(env)
+    stopped = []
+    for main in (True, False):
+        try:
+            holder = json.loads((folder / f"{daemon_key(str(workspace), agent, main)}.lock").read_text() or "{}")
+            pid = int(holder["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if holder.get("kind") != "on-demand":
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                if b"--on-demand" not in cmdline.read().split(b"\0"):
+                    continue  # the pid is another process's now
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            continue
+        stopped.append(pid)
+    deadline = time.monotonic() + timeout
+    while any(_running(pid) for pid in stopped) and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+    for pid in stopped:
+        log.info("stopped the daemon started on demand (pid %d)", pid)
+    return stopped
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

@@ -170,6 +170,17 @@ def _emit(answer: Answer) -> None:
         raise (click.UsageError if answer.usage else click.ClickException)(answer.error)
 
 
+class _Seen(logging.Handler):
+    """Whether a warning was logged (while a command's configuration is settled)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.warned = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.warned = True
+
+
 class _Local:
     """A command's own configuration, settled once whether it starts a daemon, answers in this
     process, or both (a daemon that did not become ready in time)."""
@@ -178,10 +189,17 @@ class _Local:
         self.opts = opts
         self.invocation = invocation
         self.cfg: Config | None = None
+        self.warned = False
 
     def config(self) -> Config:
         if self.cfg is None:
-            self.cfg = _config(self.opts)
+            seen = _Seen()
+            logging.getLogger("memfs").addHandler(seen)
+            try:
+                self.cfg = _config(self.opts)
+            finally:
+                logging.getLogger("memfs").removeHandler(seen)
+            self.warned = seen.warned
         return self.cfg
 
     def open(self) -> tuple[Memory, Config]:
@@ -193,9 +211,15 @@ class _Local:
         answers, or None.  Not when daemon.on_demand is off, nor for a workspace that does not
         exist (the command says so itself)."""
         cfg = self.config()
-        if not cfg.daemon.on_demand or not cfg.workspace.is_dir():
+        # A daemon answers no command whose settings come with warnings (the command prints
+        # them itself), and serves no workspace that is missing or inside a mount.
+        if not cfg.daemon.on_demand or self.warned or not cfg.workspace.is_dir():
             return None
+        from memfs.mounttable import memfs_mount_containing
         from memfs.serve import ondemand
+
+        if memfs_mount_containing(cfg.workspace) is not None:
+            return None
 
         return ondemand.start(cfg.workspace, cfg.agent, cfg.mode == "main", self.invocation)
 
@@ -524,12 +548,12 @@ def _serve(workspace_dir: Path | None, opts: dict[str, Any], idle: float | None 
         if on_demand and not cfg.daemon.on_demand:
             ready("off")
             return
-        _memory(cfg).close()  # the same checks as every command (the workspace exists, is no mount)
+        memory = _memory(cfg)  # the same checks as every command (the workspace exists, is no mount)
         if on_demand:
             os.chdir("/")  # settled: it must not keep a folder busy (a mount cannot be unmounted under it)
             if idle is None:
                 idle = cfg.daemon.idle_s
-        left = ServeDaemon(cfg, idle_s=idle, on_demand=on_demand, on_ready=ready).run()
+        left = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready).run()
     except click.ClickException as exc:
         ready(f"error: {exc.format_message()}")
         raise

@@ -53,6 +53,15 @@ def _try_lock(lock: typing.IO[str]) -> bool:
         return False
 
 
+def started_on_demand(pid: int) -> bool:
+    """Whether ``pid`` is a daemon started on demand (not a process that reused its pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"--on-demand" in cmdline.read().split(b"\0")
+    except OSError:
+        return False
+
+
 def holder_of(lock: typing.IO[str]) -> dict[str, Any]:
     """What the daemon that holds a key's lock wrote in it (pid, kind); {} when unknown."""
     try:
@@ -124,10 +133,11 @@ class SocketServer:
         taken = _try_lock(lock)
         if not taken and self.kind in TAKES_OVER:
             holder = holder_of(lock)
-            if holder.get("kind") == ON_DEMAND and isinstance(holder.get("pid"), int):
-                log.info("taking over from the daemon started on demand (pid %s)", holder["pid"])
+            pid = holder.get("pid")
+            if holder.get("kind") == ON_DEMAND and isinstance(pid, int) and started_on_demand(pid):
+                log.info("taking over from the daemon started on demand (pid %s)", pid)
                 try:
-                    os.kill(holder["pid"], signal.SIGTERM)
+                    os.kill(pid, signal.SIGTERM)
                 except OSError:
                     pass
                 deadline = time.monotonic() + TAKE_OVER_S

@@ -23,6 +23,7 @@ The workspace is one real LoCoMo conversation (its daily logs), indexed before t
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import shutil
@@ -65,6 +66,17 @@ def commands(ws: Path, *extra: str) -> dict[str, tuple[list[str], bytes | None]]
         "index": ([*MEMFS, *extra, "index", "-w", str(ws)], None),
         "sync < msg": ([*MEMFS, *extra, "sync", "-w", str(ws)], b""),
     }
+
+
+def settle(ws: Path, env: dict[str, str]) -> None:
+    """Wait until the daemon has embedded what the runs before left pending (the first calls'
+    and --no-daemon's syncs): a steady state, not its start-up work, is what the columns compare."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        out = subprocess.run([*MEMFS, "status", "--json", "-w", str(ws)], env=env, capture_output=True, text=True)
+        if out.returncode == 0 and json.loads(out.stdout)["pending"] == 0:
+            return
+        time.sleep(0.5)
 
 
 def stop_daemons(ws: Path, env: dict[str, str]) -> None:
@@ -155,11 +167,13 @@ def main() -> int:
         alone = time_commands(ws, env, args.runs, "--no-daemon")
         first = time_commands(ws, env, args.runs, first=True)
         wall([*MEMFS, "status", "-w", str(ws)], env)  # starts the daemon the later calls ask
+        settle(ws, env)
         later = time_commands(ws, env, args.runs)
         stop_daemons(ws, env)
         mcp_alone = mcp_round_trip(ws, env, args.runs)
         mount(ws, mnt, env)
         try:
+            settle(ws, env)
             mounted = time_commands(ws, env, args.runs)
             mcp_mounted = mcp_round_trip(ws, env, args.runs)
         finally:

@@ -31,8 +31,8 @@ def _setup_logging(verbose: int) -> None:
 
 
 def global_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--workspace, --agent, --mode, --config, --set and -v: accepted before the command name
-    (``memfs -w ws status``) and after it (``memfs status -w ws``)."""
+    """--workspace, --agent, --mode, --config, --set, --no-daemon and -v: accepted before the
+    command name (``memfs -w ws status``) and after it (``memfs status -w ws``)."""
     options = [
         click.option("--workspace", "-w", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Workspace directory (env MEMFS_WORKSPACE; default: the workspace around the "
@@ -45,6 +45,9 @@ def global_options(func: Callable[..., Any]) -> Callable[..., Any]:
                      help="TOML config file (env MEMFS_CONFIG; default WORKSPACE/.memfs.toml, then ~/.config/memfs/config.toml)."),
         click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
                      help="Override a setting, e.g. --set search.min_score=0.2 (repeatable)."),
+        click.option("--no-daemon", is_flag=True, default=None,
+                     help="Answer in this process: never ask a daemon, never start one (env MEMFS_NO_DAEMON=1; "
+                          "daemon.on_demand=false only stops starting one)."),
         click.option("-v", "--verbose", count=True, help="More log output (-vv for debug)."),
     ]
     for option in reversed(options):
@@ -64,6 +67,7 @@ def _options(opts: dict[str, Any]) -> dict[str, Any]:
             merged[key] = outer.get(key)
     merged["overrides"] = tuple(outer.get("overrides", ())) + tuple(opts.get("overrides", ()))
     merged["verbose"] = outer.get("verbose", 0) + opts.get("verbose", 0)
+    merged["no_daemon"] = bool(outer.get("no_daemon") or opts.get("no_daemon"))
     return merged
 
 
@@ -166,18 +170,67 @@ def _emit(answer: Answer) -> None:
         raise (click.UsageError if answer.usage else click.ClickException)(answer.error)
 
 
-def _opener(opts: dict[str, Any]) -> Callable[[], tuple[Memory, Config]]:
-    def open_local() -> tuple[Memory, Config]:
-        cfg = _config(opts)
+class _Seen(logging.Handler):
+    """Whether a warning was logged (while a command's configuration is settled)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.warned = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.warned = True
+
+
+class _Local:
+    """A command's own configuration, settled once whether it starts a daemon, answers in this
+    process, or both (a daemon that did not become ready in time)."""
+
+    def __init__(self, opts: dict[str, Any], invocation: Invocation) -> None:
+        self.opts = opts
+        self.invocation = invocation
+        self.cfg: Config | None = None
+        self.warned = False
+
+    def config(self) -> Config:
+        if self.cfg is None:
+            seen = _Seen()
+            logging.getLogger("memfs").addHandler(seen)
+            try:
+                self.cfg = _config(self.opts)
+            finally:
+                logging.getLogger("memfs").removeHandler(seen)
+            self.warned = seen.warned
+        return self.cfg
+
+    def open(self) -> tuple[Memory, Config]:
+        cfg = self.config()
         return _memory(cfg), cfg
 
-    return open_local
+    def start_daemon(self) -> int | None:
+        """Start `memfs serve` for this command line (see memfs.serve.ondemand); its pid once it
+        answers, or None.  Not when daemon.on_demand is off, nor for a workspace that does not
+        exist (the command says so itself)."""
+        cfg = self.config()
+        # A daemon answers no command whose settings come with warnings (the command prints
+        # them itself), and serves no workspace that is missing or inside a mount.
+        if not cfg.daemon.on_demand or self.warned or not cfg.workspace.is_dir():
+            return None
+        from memfs.mounttable import memfs_mount_containing
+        from memfs.serve import ondemand
+
+        if memfs_mount_containing(cfg.workspace) is not None:
+            return None
+
+        return ondemand.start(cfg.workspace, cfg.agent, cfg.mode == "main", self.invocation)
 
 
 def _answerer(opts: dict[str, Any]) -> Answerer:
     opts = _options(opts)
     _setup_logging(opts["verbose"])
-    return Answerer(Invocation.here(opts), _opener(opts))
+    invocation = Invocation.here(opts)
+    local = _Local(opts, invocation)
+    off = opts["no_daemon"] or bool(os.environ.get("MEMFS_NO_DAEMON"))
+    return Answerer(invocation, local.open, ask=not off, start_daemon=None if off else local.start_daemon)
 
 
 @main.command()
@@ -191,10 +244,15 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     args = {"json": as_json}
     with _answerer(opts) as answerer:
         if not rebuild:
-            answer = answerer.client.run("index", args)
+            answer = answerer.remote("index", args)
             if answer is not None:
                 _emit(answer)
                 return
+        if rebuild:  # replacing the index needs it alone: a daemon a command started gives way
+            from memfs.serve import ondemand
+
+            cfg = _config(opts)
+            ondemand.stop(cfg.workspace, cfg.agent, answerer.client.invocation.env or None)
         memory, cfg = answerer.local()
         files_bar, files_done = _bar("reading files")
         embed_bar, embed_done = _bar("embedding chunks")
@@ -453,26 +511,72 @@ def umount(mountpoint: Path, force: bool, **opts: Any) -> None:
     click.echo(f"{outcome}: {target}" + (f" ({note})" if note else ""))
 
 
-def _serve(workspace_dir: Path | None, opts: dict[str, Any]) -> None:
+class _Ready:
+    """Tells the command that started this daemon on demand how it went: one line on the pipe
+    it gave (--ready-fd), said once: "ready", "taken", "off", or "error: WHY"."""
+
+    def __init__(self, fd: int | None) -> None:
+        self.fd = fd
+        if fd is not None:
+            try:
+                os.set_inheritable(fd, False)  # nothing this daemon starts may hold the command's pipe open
+            except OSError:
+                raise click.UsageError(f"--ready-fd {fd} is not an open file descriptor") from None
+
+    def __call__(self, word: str) -> None:
+        if self.fd is None:
+            return
+        fd, self.fd = self.fd, None
+        try:
+            os.write(fd, (" ".join(word.split()) + "\n").encode())
+        except OSError:
+            pass  # the command gave up waiting: nothing to tell
+        finally:
+            os.close(fd)
+
+
+def _serve(workspace_dir: Path | None, opts: dict[str, Any], idle: float | None = None, on_demand: bool = False,
+           ready_fd: int | None = None) -> None:
     from memfs.serve.daemon import ServeDaemon
 
-    opts = _options({**opts, "workspace": workspace_dir or opts["workspace"]})
-    cfg = _config(opts)
-    if opts["verbose"] == 0:
-        logging.getLogger().setLevel(logging.INFO)
-    _memory(cfg).close()  # the same checks as every command (the workspace exists, is no mount)
-    left = ServeDaemon(cfg).run()
+    ready = _Ready(ready_fd)
+    try:
+        opts = _options({**opts, "workspace": workspace_dir or opts["workspace"]})
+        cfg = _config(opts)
+        if opts["verbose"] == 0:
+            logging.getLogger().setLevel(logging.INFO)
+        if on_demand and not cfg.daemon.on_demand:
+            ready("off")
+            return
+        memory = _memory(cfg)  # the same checks as every command (the workspace exists, is no mount)
+        if on_demand:
+            os.chdir("/")  # settled: it must not keep a folder busy (a mount cannot be unmounted under it)
+            if idle is None:
+                idle = cfg.daemon.idle_s
+        left = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready).run()
+    except click.ClickException as exc:
+        ready(f"error: {exc.format_message()}")
+        raise
+    finally:
+        ready("error: it stopped before serving (see its log)")
     if left:
         click.echo(f"stopped; {left} passages wait for an embedding (the next start embeds them)", err=True)
 
 
 @main.command()
 @click.argument("workspace_dir", metavar="[WORKSPACE]", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--idle", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Stop after SECONDS without a request (default: run until stopped).")
+@click.option("--on-demand", is_flag=True, hidden=True,
+              help="Started by a command that found no daemon: stops when idle (daemon.idle_s), gives way to a "
+                   "mount or a `memfs serve` started by hand.")
+@click.option("--ready-fd", type=int, default=None, hidden=True, help="Say on this pipe when the socket answers.")
 @global_options
-def serve(workspace_dir: Path | None, **opts: Any) -> None:
+def serve(workspace_dir: Path | None, idle: float | None, on_demand: bool, ready_fd: int | None, **opts: Any) -> None:
     """Keep WORKSPACE's index current and answer memfs commands from a warm process, without
-    FUSE (the watcher, background embedding, the command socket); Ctrl-C stops."""
-    _serve(workspace_dir, opts)
+    FUSE (the watcher, background embedding, the command socket); Ctrl-C stops.  Commands start
+    one of these on demand when none runs (see daemon.on_demand)."""
+    _serve(workspace_dir, opts, idle, on_demand, ready_fd)
 
 
 @main.command()

@@ -38,6 +38,7 @@ from memfs.memory import (
 from memfs.mounttable import live_record, memfs_mount_containing
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
+from memfs.serve.listing import serving
 from memfs.serve.wire import Answer
 from memfs.sync.protocol import PREFIX
 from memfs.userdirs import trusted_state_dir
@@ -114,6 +115,8 @@ def get(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
 
 def status(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     info = memory.status(mode=cfg.mode)
+    # Which processes serve the workspace (mounts, daemons): names and pids only, for any mode.
+    info["processes"] = serving(trusted_state_dir(), cfg.workspace, cfg.agent)
     if args.get("json"):
         return Answer(stdout=json.dumps(info) + "\n")
     stderr = ""

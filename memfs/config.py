@@ -237,6 +237,18 @@ class HistoryConfig(_Section):
     max_mb: float = Field(512.0, gt=0, le=1_000_000, description="oldest versions pruned beyond this size")
 
 
+class DaemonConfig(_Section):
+    # A CLI command that needs the index, with no daemon serving its workspace, starts `memfs
+    # serve` for it (detached) and asks it, so every later command is a socket round trip instead
+    # of a new process loading the index.  Off: commands still ask a running daemon, never start one.
+    on_demand: bool = True
+    # A daemon started on demand stops after this many seconds without a request (and with no
+    # client connected and nothing left to embed).  Ten minutes: an agent's turns and a person's
+    # commands come minutes apart; a waiting daemon costs memory (its index, the model) but no
+    # CPU, while every command after it has gone costs a new process (a quarter of a second or more).
+    idle_s: float = Field(600.0, gt=0, le=7 * 86_400)
+
+
 AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAIN_MODE = "main"
 SHARED_MODE = "shared"
@@ -257,6 +269,7 @@ class Config(_Section):
     sync: SyncConfig = Field(default_factory=SyncConfig)
     mount: MountConfig = Field(default_factory=MountConfig)
     history: HistoryConfig = Field(default_factory=HistoryConfig)
+    daemon: DaemonConfig = Field(default_factory=DaemonConfig)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -24,6 +24,10 @@ class BackgroundEmbedder:
         self.memory = memory
         self.batch = memory.cfg.embedding.texts_per_call(BATCH)
         self._wakeup = trio.Event()
+        # Whether it is embedding now, and whether its last round stopped with passages left
+        # (a failing provider): a daemon that stops when idle waits for the one, not the other.
+        self.working = False
+        self.stalled = False
 
     def kick(self) -> None:
         self._wakeup.set()
@@ -32,14 +36,23 @@ class BackgroundEmbedder:
         while True:
             await self._wakeup.wait()
             self._wakeup = trio.Event()
-            while self.memory.pending:
-                try:
-                    # Abandoned on cancel: the thread finishes its batch (Memory.close waits for
-                    # it) while the process goes on unmounting.
-                    embedded = await trio.to_thread.run_sync(self.memory.embed_pending, self.batch,
-                                                             abandon_on_cancel=True)
-                except Exception as exc:  # a locked index, say: retried at the next write, never fatal
-                    log.warning("embedding postponed: %s", exc)
-                    break
-                if not embedded:
-                    break  # provider failing, or stopping: the chunks stay keyword-only for now
+            self.working, self.stalled = True, False
+            try:
+                await self._embed_all()
+            finally:
+                self.working = False
+
+    async def _embed_all(self) -> None:
+        while self.memory.pending:
+            try:
+                # Abandoned on cancel: the thread finishes its batch (Memory.close waits for
+                # it) while the process goes on unmounting.
+                embedded = await trio.to_thread.run_sync(self.memory.embed_pending, self.batch,
+                                                         abandon_on_cancel=True)
+            except Exception as exc:  # a locked index, say: retried at the next write, never fatal
+                log.warning("embedding postponed: %s", exc)
+                self.stalled = True
+                break
+            if not embedded:
+                self.stalled = True
+                break  # provider failing, or stopping: the chunks stay keyword-only for now

@@ -86,8 +86,8 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
 
 
 def answer_settings(cfg: Config) -> dict[str, str]:
-    """What decides a command's answer: every setting but the mount's own and the mode (each
-    command is given the mode), with the workspace and agent.  A daemon answers a client only
+    """What decides a command's answer: every setting but the mount's and the daemon's own and
+    the mode (each command is given the mode), with the workspace and agent.  A daemon answers a client only
     when these are equal to its own."""
     return {key: repr(value) for key, value, _ in cfg.leaves()
-            if not key.startswith("mount.") and key != "mode"}
+            if not key.startswith(("mount.", "daemon.")) and key != "mode"}

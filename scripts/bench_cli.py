@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
-"""The CLI as a new process, with a mount of the workspace up (a daemon answers) and without, and
-how long unmounting takes.
+"""The CLI as a new process in four situations, and how long unmounting takes.
 
     python scripts/bench_cli.py [--runs 10] [--load 0]
 
 Measured in one run, medians of --runs: wall time of `memfs --help`, `status`, `search <q>`,
-`get`, `context`, `sync < msg` as new processes, and of one MCP `memory_search` round trip (a
-client session already open, as an agent has it); the baseline is `python -c pass` measured in
-the same run (the floor of any Python command here), printed as a ratio.  Then `memfs umount`,
-median and max of --runs mounts, with nothing pending and right after a 2,000-line write (its
-passages still waiting for embeddings).  --load N runs N busy loops beside it all.
+`get`, `context`, `history`, `index`, `sync < msg` as new processes:
+  first      nothing set up, no daemon running: the command starts one on demand (it is stopped
+             again after each run, so every run is a first call)
+  later      nothing set up, after a first call: the daemon it started answers
+  mount up   a mount of the workspace answers
+  no daemon  `--no-daemon`: the command answers in its own process (the baseline: each other
+             column is also printed as a ratio to it)
+and of one MCP `memory_search` round trip (a client session already open, as an agent has it;
+its own process keeps the index when nothing else does).  `python -c pass`, the floor of any
+Python command here, is measured in the same run.  Then `memfs umount`, median and max of --runs
+mounts, with nothing pending and right after a 2,000-line write (its passages still waiting for
+embeddings).  --load N runs N busy loops beside it all.
 
 The workspace is one real LoCoMo conversation (its daily logs), indexed before timing.
 """
@@ -17,6 +23,7 @@ The workspace is one real LoCoMo conversation (its daily logs), indexed before t
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import shutil
@@ -47,26 +54,50 @@ def wall(argv: list[str], env: dict[str, str], input: bytes | None = None) -> fl
     return took
 
 
-def commands(ws: Path) -> dict[str, tuple[list[str], bytes | None]]:
+def commands(ws: Path, *extra: str) -> dict[str, tuple[list[str], bytes | None]]:
     day = sorted((ws / "memory").glob("*.md"))[0].relative_to(ws).as_posix()
     return {
-        "--help": ([*MEMFS, "--help"], None),
-        "status": ([*MEMFS, "status", "-w", str(ws)], None),
-        "search": ([*MEMFS, "search", "when did she go to the support group", "-w", str(ws)], None),
-        "get": ([*MEMFS, "get", day, "--lines", "40", "-w", str(ws)], None),
-        "context": ([*MEMFS, "context", "-w", str(ws)], None),
-        "sync < msg": ([*MEMFS, "sync", "-w", str(ws)], b""),
+        "--help": ([*MEMFS, *extra, "--help"], None),
+        "status": ([*MEMFS, *extra, "status", "-w", str(ws)], None),
+        "search": ([*MEMFS, *extra, "search", "when did she go to the support group", "-w", str(ws)], None),
+        "get": ([*MEMFS, *extra, "get", day, "--lines", "40", "-w", str(ws)], None),
+        "context": ([*MEMFS, *extra, "context", "-w", str(ws)], None),
+        "history": ([*MEMFS, *extra, "history", "MEMORY.md", "-w", str(ws)], None),
+        "index": ([*MEMFS, *extra, "index", "-w", str(ws)], None),
+        "sync < msg": ([*MEMFS, *extra, "sync", "-w", str(ws)], b""),
     }
 
 
-def time_commands(ws: Path, env: dict[str, str], runs: int) -> dict[str, float]:
+def settle(ws: Path, env: dict[str, str]) -> None:
+    """Wait until the daemon has embedded what the runs before left pending (the first calls'
+    and --no-daemon's syncs): a steady state, not its start-up work, is what the columns compare."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        out = subprocess.run([*MEMFS, "status", "--json", "-w", str(ws)], env=env, capture_output=True, text=True)
+        if out.returncode == 0 and json.loads(out.stdout)["pending"] == 0:
+            return
+        time.sleep(0.5)
+
+
+def stop_daemons(ws: Path, env: dict[str, str]) -> None:
+    from memfs.serve import ondemand
+
+    ondemand.stop(ws.resolve(), "main", env)
+
+
+def time_commands(ws: Path, env: dict[str, str], runs: int, *extra: str, first: bool = False) -> dict[str, float]:
+    """Medians per command; ``first``: no daemon before each run (the one it starts is stopped)."""
     out = {}
-    for name, (argv, data) in commands(ws).items():
+    for name, (argv, data) in commands(ws, *extra).items():
         samples = []
         for i in range(runs):
+            if first:
+                stop_daemons(ws, env)
             payload = (SYNC % (time.time_ns() + i, i)).encode() if data is not None else None
             samples.append(wall(argv, env, payload))
         out[name] = statistics.median(samples)
+    if first:
+        stop_daemons(ws, env)
     return out
 
 
@@ -123,22 +154,28 @@ def main() -> int:
     for loop in loops:
         loop.start()
     tmp = Path(tempfile.mkdtemp(prefix="memfs-clibench-"))
+    ws, mnt = tmp / "ws", tmp / "mnt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    env["MEMFS_STATE_DIR"] = str(tmp / "state")
     try:
-        ws, mnt = tmp / "ws", tmp / "mnt"
         shutil.copytree(sorted(args.dev.glob("conv-*"))[0] / "memory", ws / "memory")
         (ws / "MEMORY.md").write_text("# Memory\n- The user is allergic to penicillin.\n")
         mnt.mkdir()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
-        env["MEMFS_STATE_DIR"] = str(tmp / "state")
-        subprocess.run([*MEMFS, "index", "-w", str(ws)], env=env, check=True, capture_output=True)
+        subprocess.run([*MEMFS, "index", "--no-daemon", "-w", str(ws)], env=env, check=True, capture_output=True)
         floor = statistics.median(wall([sys.executable, "-c", "pass"], env) for _ in range(args.runs))
 
-        cold = time_commands(ws, env, args.runs)
-        cold["MCP memory_search"] = mcp_round_trip(ws, env, args.runs)
+        alone = time_commands(ws, env, args.runs, "--no-daemon")
+        first = time_commands(ws, env, args.runs, first=True)
+        wall([*MEMFS, "status", "-w", str(ws)], env)  # starts the daemon the later calls ask
+        settle(ws, env)
+        later = time_commands(ws, env, args.runs)
+        stop_daemons(ws, env)
+        mcp_alone = mcp_round_trip(ws, env, args.runs)
         mount(ws, mnt, env)
         try:
-            warm = time_commands(ws, env, args.runs)
-            warm["MCP memory_search"] = mcp_round_trip(ws, env, args.runs)
+            settle(ws, env)
+            mounted = time_commands(ws, env, args.runs)
+            mcp_mounted = mcp_round_trip(ws, env, args.runs)
         finally:
             subprocess.run([*MEMFS, "umount", str(mnt)], env=env, capture_output=True)
         idle = umount_times(ws, mnt, env, args.runs, pending=False)
@@ -146,14 +183,18 @@ def main() -> int:
     finally:
         for loop in loops:
             loop.terminate()
+        stop_daemons(ws, env)
         subprocess.run(["fusermount3", "-u", "-z", str(tmp / "mnt")], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
-    print(f"medians of {args.runs}, {args.load} busy loops beside; `python -c pass`: {floor * 1000:.0f} ms")
-    print(f"{'command':<20} {'no daemon':>10} {'ratio':>6} {'mount up':>10} {'ratio':>6}")
-    for name in cold:
-        print(f"{name:<20} {cold[name] * 1000:>8.0f}ms {cold[name] / floor:>5.1f}x {warm[name] * 1000:>8.0f}ms "
-              f"{warm[name] / floor:>5.1f}x")
+    print(f"medians of {args.runs}, {args.load} busy loops beside; `python -c pass`: {floor * 1000:.0f} ms; "
+          "ratios against --no-daemon")
+    print(f"{'command':<12} {'first':>14} {'later':>14} {'mount up':>14} {'no daemon':>10}")
+    for name in alone:
+        cells = " ".join(f"{col[name] * 1000:>6.0f}ms {col[name] / alone[name]:>4.2f}x" for col in (first, later, mounted))
+        print(f"{name:<12} {cells} {alone[name] * 1000:>8.0f}ms")
+    print(f"MCP memory_search round trip: {mcp_alone * 1000:.0f} ms (no daemon: the MCP server keeps the index), "
+          f"{mcp_mounted * 1000:.0f} ms (mount up)")
     print(f"memfs umount, nothing pending:     median {statistics.median(idle) * 1000:.0f} ms, "
           f"max {max(idle) * 1000:.0f} ms")
     print(f"memfs umount, right after a write: median {statistics.median(busy_umount) * 1000:.0f} ms, "

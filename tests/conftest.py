@@ -3,8 +3,11 @@ directory, and Memory objects over them (the local model is loaded once per test
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import signal
+import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -14,6 +17,57 @@ import pytest
 from memfs.config import Config, load_config
 from memfs.memory import Memory
 from memfs.workspace import init_workspace
+
+
+def _on_demand_daemons(root: Path) -> set[int]:
+    """Pids of the daemons started on demand whose state lies under ``root``: announced in a
+    run/ folder, or holding a key's lock there while they start (what they wrote in it)."""
+    pids = set()
+    for path in [*root.glob("**/run/*.json"), *root.glob("**/run/*.lock")]:
+        try:
+            info = json.loads(path.read_text() or "{}")
+            pid = int(info["pid"])
+            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+                argv = cmdline.read().split(b"\0")
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if info.get("kind") == "on-demand" and b"--on-demand" in argv:
+            pids.add(pid)
+    return pids
+
+
+@pytest.fixture(autouse=True)
+def no_daemon_left(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every daemon a test started on demand stops with the test, however the test ended."""
+    # Taken before the test, so that tmp_path is torn down after this fixture, not before.
+    root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if root is None:
+        return
+    pids = _on_demand_daemons(root)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 20
+    while pids and time.monotonic() < deadline:
+        pids = {pid for pid in pids if _running(pid)}
+        time.sleep(0.05)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 @pytest.fixture

@@ -17,7 +17,11 @@ from memfs.mounttable import is_mounted as mount_table_has
 
 
 def clean_env() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    """This environment without the caller's MEMFS_* settings, and with commands that start no
+    daemon on demand: a test that is not about on-demand daemons gets the answers of the process
+    it runs (and leaves nothing running); the tests of on-demand daemons turn it on."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    return {**env, "MEMFS_DAEMON_ON_DEMAND": "false"}
 
 
 def memfs_cli(*args: str, env: dict[str, str] | None = None, input: str | None = None,

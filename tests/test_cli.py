@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from conftest import write
+from mounts import clean_env
 
 
 def memfs(*args: str, env: dict[str, str] | None = None, input: str | None = None, cwd: Path | None = None):
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    full_env = clean_env()
     full_env.update(env or {})
     return subprocess.run([sys.executable, "-m", "memfs", *args], capture_output=True, text=True,
                           env=full_env, input=input, cwd=cwd, timeout=120)
@@ -173,7 +174,7 @@ def test_what_a_new_user_hit_on_the_command_line(tmp_path: Path) -> None:
 def test_watch_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     write(ws / "MEMORY.md", "- fact\n")
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},
+    env = {**clean_env(),
            "MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
     proc = subprocess.Popen([sys.executable, "-m", "memfs", "watch", str(ws)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
+from mounts import clean_env
 
 from memfs.notes import insert_in_section
 from memfs.serve.wire import run_dir
@@ -31,7 +32,7 @@ def run(*args: str, env: dict[str, str], input: str | None = None, cwd: Path | N
 
 
 def base_env(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    env = clean_env()
     return {**env, "MEMFS_STATE_DIR": str(tmp_path / "state")}
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import anyio
 import pytest
 from conftest import write
+from mounts import clean_env
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
@@ -21,7 +22,7 @@ SYNC = ('[CLAWGPT-SYNC] {"messages": [{"id": "m-9", "chatId": "c1", "chatTitle":
 
 
 def env_for(tmp_path: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")}
+    env = clean_env()
     return {**env, "MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_NO_DAEMON": "1"}
 
 

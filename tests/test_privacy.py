@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from mounts import memfs_cli
+from mounts import clean_env, memfs_cli
 
 from memfs.config import load_config
 from memfs.privacy import Privacy, read_visible
@@ -244,7 +244,7 @@ def test_concurrent_starts_on_an_outdated_index_all_succeed(tmp_path: Path, loco
     memory.index()
     memory.store.set_meta("schema", "2")  # as an index of the previous version
     memory.close()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},
+    env = {**clean_env(),
            "MEMFS_STATE_DIR": str(state), "MEMFS_EMBEDDING_PROVIDER": "none"}
     procs = [subprocess.Popen([sys.executable, "-m", "memfs", "status", "--json", "-w", str(ws)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]

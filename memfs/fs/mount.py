@@ -153,7 +153,7 @@ class Daemon:
         self.ops.on_request = self.poll.touch
         self.writes.on_config_change = self.reload_privacy
         self.stop = trio.Event()  # set first when stopping, so the watcher's thread returns at once
-        self.socket = SocketServer(self.memory, mountpoint)
+        self.socket = SocketServer(self.memory, mountpoint, kind="mount")
 
     async def reload_privacy(self) -> None:
         """.memfs.toml changed: take its privacy settings at once (hide what became private,

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 WARNINGS_SHOWN = 10
+KINDS = {"mount": "mount", "serve": "memfs serve", "on-demand": "memfs serve, started on demand",
+         "mcp": "memfs mcp"}
 
 
 def _size(n: int) -> str:
@@ -14,6 +17,19 @@ def _size(n: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024
     return f"{n} B"
+
+
+def describe(process: dict[str, Any]) -> str:
+    """A process that serves the workspace (memfs.serve.listing), in one line:
+    ``pid 123: mount on /mnt (main mode, answers commands)``."""
+    what = KINDS.get(str(process["kind"]), str(process["kind"]))
+    if process.get("mountpoint"):
+        what += f" on {process['mountpoint']}"
+    notes = [f"{process['mode']} mode", "answers commands" if process["answers"] else
+             "another process answers commands"]
+    if process.get("idle_s") is not None:
+        notes.append(f"stops after {process['idle_s']:g} s without a request")
+    return f"pid {process['pid']}: {what} ({', '.join(notes)})"
 
 
 def render_status(info: dict[str, object]) -> str:
@@ -59,6 +75,12 @@ def render_status(info: dict[str, object]) -> str:
         lines.append(f"problem:    ... and {len(warned) - WARNINGS_SHOWN} more (memfs status --json lists them all)")
     if info.get("mounted_at"):
         lines.append(f"mount:      {info['mounted_at']} (up {info['uptime_s']} s)")
+    if "processes" in info:  # `memfs status` (the mount's own .memfs/status is served by the mount)
+        processes: list[dict[str, object]] = info["processes"]  # type: ignore[assignment]
+        for process in processes:
+            lines.append(f"served by:  {describe(process)}")
+        if not processes:
+            lines.append("served by:  nothing running (commands start `memfs serve` on demand; see daemon.on_demand)")
     if info.get("provider_error"):
         lines.append(f"warning:    embeddings unavailable: {info['provider_error']}")
     return "\n".join(lines) + "\n"

@@ -2,34 +2,49 @@
 
 It brings the index up to date, then keeps it current (the watcher), embeds in the background
 and answers the CLI on its socket, until SIGINT or SIGTERM (or, inside ``memfs mcp``, until the
-MCP server stops it: :mod:`memfs.serve.standby`).  A mount does the same beside its FUSE loop
-(:mod:`memfs.fs.mount`).
+MCP server stops it: :mod:`memfs.serve.standby`; or, given an idle time, once nobody has asked it
+anything for that long).  A mount does the same beside its FUSE loop (:mod:`memfs.fs.mount`).
+
+Started on demand by a CLI command (:mod:`memfs.serve.ondemand`), it takes the workspace's key
+before it reconciles, so of two commands started at once only one daemon serves, and it tells
+the command through ``on_ready`` when its socket answers, or that another daemon has the key.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import time
+from collections.abc import Callable
 
 import trio
 
 from memfs.config import Config
 from memfs.embedder import BackgroundEmbedder
 from memfs.memory import Memory
-from memfs.serve.server import SocketServer
+from memfs.serve.server import ON_DEMAND, SocketServer
 from memfs.watch import watch_workspace
 
 log = logging.getLogger(__name__)
 
+IDLE_POLL_S = 5.0  # how often a daemon with an idle time looks whether it has been idle that long
+
 
 class ServeDaemon:
-    def __init__(self, cfg: Config, memory: Memory | None = None, socket: SocketServer | None = None) -> None:
+    def __init__(self, cfg: Config, memory: Memory | None = None, socket: SocketServer | None = None,
+                 idle_s: float | None = None, on_demand: bool = False,
+                 on_ready: Callable[[str], None] | None = None) -> None:
         """``memory`` and ``socket``: opened by the caller (the MCP server shares its Memory with
-        its tools, and takes the socket's lock before deciding to serve)."""
+        its tools, and takes the socket's lock before deciding to serve).  ``idle_s``: stop after
+        that long without a request (None: never).  ``on_demand``: started by a command, which
+        ``on_ready`` tells "ready" once the socket answers, or "taken" (another daemon has the key)."""
         self.cfg = cfg
         self.memory = memory or Memory(cfg)
         self.embedder = BackgroundEmbedder(self.memory)
-        self.socket = socket or SocketServer(self.memory)
+        self.idle_s = idle_s
+        self.on_demand = on_demand
+        self.on_ready = on_ready or (lambda _: None)
+        self.socket = socket or SocketServer(self.memory, kind=ON_DEMAND if on_demand else "serve", idle_s=idle_s)
         self.stop = trio.Event()
         self._token: trio.lowlevel.TrioToken | None = None
         self._cancel: trio.CancelScope | None = None
@@ -76,11 +91,41 @@ class ServeDaemon:
                 nursery.start_soon(watch_workspace, self.memory, self.embedder.kick, self.stop)
             await nursery.start(self.socket.run)
             self.embedder.kick()  # what reconciliation left pending
-            log.info("serving %s (agent %s, %s mode)", self.cfg.workspace, self.cfg.agent, self.cfg.mode)
+            if self.idle_s is not None:
+                nursery.start_soon(self._idle, self.idle_s)
+            log.info("serving %s (agent %s, %s mode)%s", self.cfg.workspace, self.cfg.agent, self.cfg.mode,
+                     f"; stops after {self.idle_s:g} s without a request" if self.idle_s is not None else "")
+            if not self.socket.second:
+                self.on_ready("ready")
+
+    async def _idle(self, idle_s: float) -> None:
+        """Stop once no request came for ``idle_s`` seconds, no client is connected and nothing
+        is left to embed (passages a failing provider cannot embed do not keep it up)."""
+        poll = max(0.05, min(idle_s / 4, IDLE_POLL_S))
+        while True:
+            await trio.sleep(poll)
+            if self.socket.connections or time.monotonic() - self.socket.last_request < idle_s \
+                    or self.embedder.working:
+                continue
+            pending = await trio.to_thread.run_sync(lambda: self.memory.pending)
+            if pending and not self.embedder.stalled:
+                self.embedder.kick()
+                continue
+            # Decided with no await after this check: no connection can be taken in between (one
+            # still in the backlog is closed unread, and its command answers in its own process).
+            if self.socket.connections or time.monotonic() - self.socket.last_request < idle_s:
+                continue
+            log.info("no request for %g s: stopping", idle_s)
+            self.memory.stop()
+            self._halt()
+            return
 
     def serve(self, signals: bool = True) -> None:
         """Reconcile, then watch, embed and answer until halted (the socket is closed after)."""
         try:
+            if self.on_demand and not self.socket.claim():
+                self.on_ready("taken")
+                return
             outcomes = self.memory.reconcile()
             changed = [o for o in outcomes if o.action in ("indexed", "removed")]
             log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
@@ -98,6 +143,10 @@ class ServeDaemon:
             self.memory.settle()
             left = self.memory.pending
             self.memory.close()
+        if self.on_demand and self.socket.second:
+            log.info("another daemon serves %s (agent %s, %s mode): not starting", self.cfg.workspace,
+                     self.cfg.agent, self.cfg.mode)
+            return 0
         if left:
             log.info("left %d passages waiting for an embedding: the next start embeds them", left)
         log.info("stopped serving %s", self.cfg.workspace)

@@ -9,8 +9,10 @@ import fcntl
 import json
 import logging
 import os
+import signal
 import socket
 import threading
+import time
 import typing
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +26,7 @@ from memfs.invocation import InvocationError, answer_settings, resolve
 from memfs.memory import Memory
 from memfs.serve.wire import (
     AMBIENT_ENV,
+    COMMANDS,
     MAX_LINE,
     PROTOCOL,
     Answer,
@@ -37,7 +40,36 @@ from memfs.unixsock import bind_private
 
 log = logging.getLogger(__name__)
 
-COMMANDS = ("search", "get", "status", "context", "sync", "index", "append", "history", "restore")
+ON_DEMAND = "on-demand"
+TAKES_OVER = ("mount", "serve")  # daemons started by hand, which a daemon started on demand gives way to
+TAKE_OVER_S = 15.0  # how long one waits for the daemon it stopped (it finishes the request it is answering)
+
+
+def _try_lock(lock: typing.IO[str]) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+def started_on_demand(pid: int) -> bool:
+    """Whether ``pid`` is a daemon started on demand (not a process that reused its pid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"--on-demand" in cmdline.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def holder_of(lock: typing.IO[str]) -> dict[str, Any]:
+    """What the daemon that holds a key's lock wrote in it (pid, kind); {} when unknown."""
+    try:
+        lock.seek(0)
+        holder = json.loads(lock.read() or "{}")
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
 
 
 @dataclass
@@ -64,10 +96,16 @@ class Announcement:
 class SocketServer:
     """Answers the CLI for one Memory (one workspace and agent)."""
 
-    def __init__(self, memory: Memory, mountpoint: Path | None = None) -> None:
+    def __init__(self, memory: Memory, mountpoint: Path | None = None, kind: str = "serve",
+                 idle_s: float | None = None) -> None:
+        """``kind``: what this daemon is, as ``memfs status`` names it (``mount``, ``serve``,
+        ``on-demand`` or ``mcp``); ``idle_s``: after how long without a request it stops (None:
+        never), for the same listing."""
         self.memory = memory
         self.cfg: Config = memory.cfg
         self.mountpoint = mountpoint
+        self.kind = kind
+        self.idle_s = idle_s
         # Keyed by the mode too: a main mount and a shared mount of one workspace each answer
         # their own callers.
         self.announcement = Announcement(run_dir(), daemon_key(str(self.cfg.workspace), self.cfg.agent,
@@ -75,28 +113,58 @@ class SocketServer:
         self._sock: socket.socket | None = None
         self._lock: typing.IO[str] | None = None
         self.second = False  # another daemon answers for this workspace and agent
+        # For stopping when idle: clients connected now, and when the last request came or left.
+        self.connections = 0
+        self.last_request = time.monotonic()
 
-    def open(self, quiet: bool = False) -> None:
-        """Listen and announce now (connections wait in the backlog until ``run``): a mount
-        opens its socket before it appears, so a command run the moment ``memfs mount`` returns
-        already finds its daemon.  One daemon per workspace and agent answers commands (it holds
-        ``<key>.lock`` for its life; the kernel releases it however the daemon ends): a second
-        one (the same workspace mounted twice, or mounted and served) leaves it the socket."""
-        if self._sock is not None or self._lock is not None or self.second:
-            return
+    def claim(self, quiet: bool = False) -> bool:
+        """Take the key's lock (one daemon per workspace, agent and mode answers commands; it
+        holds ``<key>.lock`` for its life and the kernel releases it however the daemon ends);
+        False, and ``second``, when another daemon holds it.  A mount or a ``memfs serve`` started
+        by hand takes the key from a daemon that was only started on demand: it stops it and
+        waits for it to let go."""
+        if self._lock is not None:
+            return True
+        if self.second:
+            return False
         folder = self.announcement.folder
         make_private_dir(folder)
-        lock = open(folder / f"{self.announcement.key}.lock", "a")
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        lock = open(folder / f"{self.announcement.key}.lock", "a+")
+        taken = _try_lock(lock)
+        if not taken and self.kind in TAKES_OVER:
+            holder = holder_of(lock)
+            pid = holder.get("pid")
+            if holder.get("kind") == ON_DEMAND and isinstance(pid, int) and started_on_demand(pid):
+                log.info("taking over from the daemon started on demand (pid %s)", pid)
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+                deadline = time.monotonic() + TAKE_OVER_S
+                while not (taken := _try_lock(lock)) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+        if not taken:
             lock.close()
             self.second = True
             if not quiet:
                 log.info("another daemon answers commands for %s (agent %s)", self.cfg.workspace,
                          self.cfg.agent)
-            return
+            return False
+        # Who holds the key, for whoever finds it taken (read by holder_of).
+        lock.seek(0)
+        lock.truncate()
+        lock.write(json.dumps({"pid": os.getpid(), "kind": self.kind}))
+        lock.flush()
         self._lock = lock
+        return True
+
+    def open(self, quiet: bool = False) -> None:
+        """Listen and announce now (connections wait in the backlog until ``run``): a mount
+        opens its socket before it appears, so a command run the moment ``memfs mount`` returns
+        already finds its daemon.  A second daemon for the key (the same workspace mounted twice,
+        or mounted and served) leaves the first its socket (see ``claim``)."""
+        if self._sock is not None or not self.claim(quiet):
+            return
         self._sock = self._listen()
 
     def close(self) -> None:
@@ -115,7 +183,8 @@ class SocketServer:
         bind_private(sock, folder, f"{self.announcement.key}.sock")
         sock.listen(16)
         info = {"pid": os.getpid(), "workspace": str(self.cfg.workspace), "agent": self.cfg.agent,
-                "mountpoint": str(self.mountpoint) if self.mountpoint else None, "mode": self.cfg.mode}
+                "mountpoint": str(self.mountpoint) if self.mountpoint else None, "mode": self.cfg.mode,
+                "kind": self.kind, "idle_s": self.idle_s, "started": time.time()}
         temp = self.announcement.record.with_suffix(".tmp")
         temp.write_text(json.dumps(info))
         os.chmod(temp, 0o600)
@@ -137,6 +206,14 @@ class SocketServer:
             self.close()
 
     async def _connection(self, stream: trio.SocketStream) -> None:
+        self.connections += 1
+        try:
+            await self._serve_connection(stream)
+        finally:
+            self.connections -= 1
+            self.last_request = time.monotonic()
+
+    async def _serve_connection(self, stream: trio.SocketStream) -> None:
         async with stream:
             if not check_peer(stream.socket):  # type: ignore[arg-type]
                 log.warning("refused a connection from another user")
@@ -157,6 +234,7 @@ class SocketServer:
                     line = bytes(buffer[:end])
                     del buffer[: end + 1]
                     searched = 0
+                    self.last_request = time.monotonic()
                     if not await self._reply(stream, line):
                         return
                 searched = len(buffer)

@@ -44,7 +44,7 @@ class Standby:
     def _run(self) -> None:
         deferred = False
         while not self._stopped.is_set():
-            socket = SocketServer(self.memory)
+            socket = SocketServer(self.memory, kind="mcp")
             socket.open(quiet=deferred)
             if socket.second:
                 if not deferred:

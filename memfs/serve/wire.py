@@ -44,6 +44,8 @@ TAKE_TIMEOUT_S = 5.0
 ANSWER_TIMEOUT_S = 3600.0
 MAX_LINE = 64 * 1024 * 1024
 READ_ONLY = ("search", "get", "status", "context")
+# What a daemon answers (what needs the index): the commands a CLI starts a daemon for.
+COMMANDS = ("search", "get", "status", "context", "sync", "index", "append", "history", "restore")
 LOST = ("the daemon stopped while it was answering; what it was doing may be done already: check "
         "(memfs status, memfs search) before you repeat it")
 
@@ -186,10 +188,12 @@ def candidates(invocation: Invocation) -> list[str]:
 
 class Client:
     """Finds the daemon that serves an invocation and asks it; ``None`` answers mean "answer it
-    in this process" (no daemon, none of them serves this, or it went away)."""
+    in this process" (no daemon, none of them serves this, or it went away, or ``ask`` is
+    False: ``--no-daemon``)."""
 
-    def __init__(self, invocation: Invocation) -> None:
+    def __init__(self, invocation: Invocation, ask: bool = True) -> None:
         self.invocation = invocation
+        self.ask = ask
         self.connection: Connection | None = None
         self.searched = False
         self.daemon_pid: int | None = None  # who answered, for `-v`
@@ -204,7 +208,7 @@ class Client:
         return answer
 
     def _run(self, command: str, args: dict[str, Any]) -> Answer | None:
-        if os.environ.get("MEMFS_NO_DAEMON"):
+        if not self.ask or os.environ.get("MEMFS_NO_DAEMON"):
             return None
         if self.connection is None:
             if self.searched:

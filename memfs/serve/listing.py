@@ -1,0 +1,51 @@
+"""Which processes serve a workspace, for ``memfs status``: the daemons announced in
+``STATE/run/`` (a mount, ``memfs serve`` started by hand or on demand, an MCP server keeping the
+index current itself; each answers commands for one workspace, agent and mode) and the mounts
+recorded in ``STATE/mounts/`` (a second mount of one workspace keeps it current but leaves the
+commands to the first).  Standard library only; no content of any file, so every mode may see it."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from memfs.mounttable import alive, is_mounted, mounts_dir
+
+def _records(folder: Path) -> list[dict[str, Any]]:
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            info = json.loads((folder / name).read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(info, dict) and isinstance(info.get("pid"), int) and alive(info["pid"]):
+            found.append(info)
+    return found
+
+
+def serving(state_dir: Path, workspace: Path, agent: str) -> list[dict[str, Any]]:
+    """pid, kind, mode, mountpoint, idle_s (None: runs until stopped) and answers (whether it
+    answers commands) of each live process serving ``workspace`` for ``agent``, by pid."""
+    wanted = os.path.realpath(workspace)
+    out: dict[int, dict[str, Any]] = {}
+    for info in _records(state_dir / "run"):
+        if os.path.realpath(str(info.get("workspace", ""))) != wanted or info.get("agent") != agent:
+            continue
+        out[info["pid"]] = {"pid": info["pid"], "kind": str(info.get("kind") or ("mount" if info.get("mountpoint")
+                                                                                  else "serve")),
+                            "mode": info.get("mode", "main"), "mountpoint": info.get("mountpoint"),
+                            "idle_s": info.get("idle_s"), "answers": True}
+    for info in _records(mounts_dir(state_dir)):
+        if os.path.realpath(str(info.get("workspace", ""))) != wanted or info.get("agent") != agent \
+                or info["pid"] in out or not is_mounted(Path(str(info.get("mountpoint")))):
+            continue
+        out[info["pid"]] = {"pid": info["pid"], "kind": "mount", "mode": info.get("mode", "main"),
+                            "mountpoint": info.get("mountpoint"), "idle_s": None, "answers": False}
+    return [out[pid] for pid in sorted(out)]
+

@@ -132,6 +132,46 @@ def measure(base: Path, count: int, service: bool) -> dict[str, float]:
                 os.kill(pid, 15)
 
 
+THROUGHPUT = """
+import json, statistics, sys, time
+from memfs.config import EmbeddingConfig
+from memfs.index.embeddings import make_provider
+texts = json.loads(open(sys.argv[1]).read())
+service = make_provider(EmbeddingConfig())
+here = make_provider(EmbeddingConfig(service=False))
+service.embed(texts[:8]); here.embed(texts[:8])
+out = {"here": [], "service": []}
+for _ in range(3):
+    for name, provider in (("here", here), ("service", service)):
+        started = time.perf_counter()
+        provider.embed(texts)
+        out[name].append(len(texts) / (time.perf_counter() - started))
+print(json.dumps({k: statistics.median(v) for k, v in out.items()}))
+"""
+
+
+def throughput(base: Path) -> dict[str, float]:
+    """Texts per second embedded by the model in this process (the physical limit) and through
+    the service, interleaved rounds of the same 256 real passages."""
+    texts = []
+    for day in sorted(DEV.glob("*/memory/*.md")):
+        body = day.read_text()
+        texts += [body[i : i + 1200] for i in range(0, len(body), 1200)]
+    corpus = base / "texts.json"
+    corpus.write_text(json.dumps(texts[:256]))
+    runtime = base / "rt-throughput"
+    runtime.mkdir(mode=0o700)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
+    try:
+        out = subprocess.run([sys.executable, "-c", THROUGHPUT, str(corpus)], capture_output=True, text=True,
+                             check=True, env=env)
+    finally:
+        for pid, kind in processes_under(runtime).items():
+            if kind == "service":
+                os.kill(pid, 15)
+    return json.loads(out.stdout)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mounts", default="1,3,5")
@@ -148,6 +188,9 @@ def main() -> int:
                                check=True)
         model_mb = int(alone.stdout.split()[-1]) / 1024
         print(f"load {args.load}; model alone (one process, model loaded and used): {model_mb:.0f} MB RSS")
+        rate = throughput(base)
+        print(f"embedding 256 passages: {rate['here']:.1f} texts/s in this process (the model's own speed), "
+              f"{rate['service']:.1f} through the service ({rate['service'] / rate['here']:.2f}x)")
         results = {}
         for service in (True, False):
             for count in counts:

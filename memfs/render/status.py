@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 WARNINGS_SHOWN = 10
@@ -46,9 +45,8 @@ def render_status(info: dict[str, object]) -> str:
     if "embedding_service" in info:
         service = info["embedding_service"]
         if isinstance(service, dict):
-            lines.append(f"model in:   the embedding service, pid {service['pid']} (up "
-                         f"{max(0, int(time.time() - float(service.get('started', time.time()))))} s, exits after "
-                         f"{float(service.get('idle_s', 0)):g} s idle)")
+            lines.append(f"model in:   the embedding service, pid {service['pid']} (exits after "
+                         f"{float(service.get('idle_s', 0)):g} s without a request)")
         else:
             lines.append("model in:   the embedding service, not running (it starts at the next embedding)")
     if "index_path" in info:  # a shared view is not told about the index itself

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import stat
-import tomllib
 import typing
 from pathlib import Path
 
@@ -35,10 +34,16 @@ def trusted_state_dir(env: typing.Mapping[str, str] | None = None) -> Path:
         return Path(os.path.expanduser(env["MEMFS_STATE_DIR"])).resolve()
     user = config_file_candidates(None)[0]
     try:
-        table = tomllib.loads(user.read_text(encoding="utf-8"))
+        text = user.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return default_state_dir().resolve()
+    import tomllib  # only with a config file: every command asks, most users have none
+
+    try:
+        table = tomllib.loads(text)
         if isinstance(table.get("state_dir"), str):
             return Path(os.path.expanduser(table["state_dir"])).resolve()
-    except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+    except tomllib.TOMLDecodeError:
         pass
     return default_state_dir().resolve()
 

@@ -150,6 +150,10 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--load", type=int, default=0, help="busy loops running beside the benchmark")
     args = parser.parse_args()
+    # As installed: pip compiles a wheel's modules, an editable install (and a checkout edited
+    # since) would compile them again in every command when PYTHONDONTWRITEBYTECODE is set.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(Path(__file__).resolve().parent.parent / "memfs")],
+                   check=False, capture_output=True)
     loops = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]
     for loop in loops:
         loop.start()

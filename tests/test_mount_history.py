@@ -216,7 +216,7 @@ def test_a_slow_write_through_one_mount_is_not_versioned_half_done_by_another(
         subprocess.run([sys.executable, "-c", SLOW_WRITER, str(log), mode], check=True, timeout=30)
     time.sleep(0.3)
     versions = history_json(main, "memory/2026-11-19.md")["versions"]
-    assert [v["size"] for v in versions] == [11, 17, 34], versions  # never the empty file between
+    assert [v["size"] for v in versions] == [11, 17, 34], [(v["size"], v.get("via"), v.get("process")) for v in versions]  # never the empty file between
     assert {v["via"] for v in versions} == {"mount"} and versions[-1]["process"].startswith("python")
 
 

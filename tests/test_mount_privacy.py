@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from mounts import clean_env, memfs_cli
+from mounts import clean_env, memfs_cli, wait_until
 
 pytestmark = pytest.mark.fuse
 
@@ -155,6 +155,9 @@ def test_the_workspace_configuration_is_read_only_on_a_shared_mount(both) -> Non
         assert raised.value.errno == errno.EACCES, what
     assert (shared.workspace / ".memfs.toml").read_bytes() == before
     (main.mnt / ".memfs.toml").unlink()
+    # Gone for the shared mount too once its watcher has seen it (or its entry timed out): until
+    # then an open there reaches the old file, which is not there to open.
+    assert wait_until(lambda: not os.path.exists(shared.mnt / ".memfs.toml"), timeout=15)
     with pytest.raises(OSError) as raised:
         (shared.mnt / ".memfs.toml").write_text("[privacy]\nprivate_paths = []\n")  # nor create it
     assert raised.value.errno == errno.EACCES

@@ -159,8 +159,12 @@ def test_two_commands_at_once_start_one_daemon(tmp_path: Path, workspace: Path) 
         assert f"answered by the daemon with pid {record['pid']}" in err, err
     with open(next((tmp_path / "state" / "run").glob("*.log"))) as log:
         assert log.read().count("memfs.serve.daemon: serving ") == 1
-    daemons = [p for p in os.listdir("/proc") if p.isdigit() and alive(int(p)) and _on_demand_in(int(p), tmp_path)]
-    assert daemons == [str(record["pid"])]
+
+    def daemons() -> list[str]:
+        return [p for p in os.listdir("/proc") if p.isdigit() and alive(int(p)) and _on_demand_in(int(p), tmp_path)]
+
+    # The others said "taken" and are closing what they opened; on a busy machine that takes a moment.
+    assert wait_until(lambda: daemons() == [str(record["pid"])], timeout=30), daemons()
 
 
 def _on_demand_in(pid: int, tmp_path: Path) -> bool:

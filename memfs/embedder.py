@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 # so a stop never waits longer than that for the call in progress.  A remote server gets enough
 # for all its requests in flight at once (EmbeddingConfig.texts_per_call).
 BATCH = 8
+RETRY_S = 30.0
 
 
 class BackgroundEmbedder:
@@ -34,7 +35,14 @@ class BackgroundEmbedder:
 
     async def run(self) -> None:
         while True:
-            await self._wakeup.wait()
+            if self.stalled:
+                # A failing provider (a stopped embedding service, a server that is down) is
+                # tried again after a while: its passages get their vectors once it is back,
+                # without waiting for the next write.
+                with trio.move_on_after(RETRY_S):
+                    await self._wakeup.wait()
+            else:
+                await self._wakeup.wait()
             self._wakeup = trio.Event()
             self.working, self.stalled = True, False
             try:

@@ -454,7 +454,9 @@ class Memory:
 
     def _embed_query(self, query: str) -> np.ndarray | None:
         try:
-            return self.provider.embed([query])[0]
+            vector = self.provider.embed([query])[0]
+            self.provider_error = ""  # it works (again): a failure before is not news any more
+            return vector
         except EmbeddingError as exc:
             self.provider_error = str(exc)
             log.warning("query embedding failed, keyword search only: %s", exc)

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -249,3 +250,40 @@ def test_status_says_where_the_model_is_without_loading_it(runtime: Path, worksp
     assert f"the embedding service, pid {pid}" in after.stdout
     imported = {line.split("|")[-1].strip() for line in after.stderr.splitlines() if "|" in line}
     assert not {"numpy", "onnxruntime", "tokenizers"} & imported
+
+
+def test_a_stopped_service_is_given_up_on_in_seconds_and_used_again_when_it_resumes(
+        runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from memfs.index import embedclient
+    from memfs.index.embeddings import EmbeddingError
+
+    monkeypatch.setattr(embedclient, "COOL_DOWN_S", 2.0)
+    provider = make_provider(EmbeddingConfig())
+    provider.embed(["warm"])
+    [pid] = service_pids(runtime)
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        started = time.monotonic()
+        with pytest.raises(EmbeddingError, match=f"kill -CONT {pid}"):
+            provider.embed(["asked of a stopped service"])
+        assert time.monotonic() - started < 60, "waited far past the heartbeat's silence"
+        # Not asked again at once: a search meanwhile answers by keyword without waiting.
+        started = time.monotonic()
+        with pytest.raises(EmbeddingError, match="not asked again"):
+            provider.embed(["again"])
+        assert time.monotonic() - started < embedclient.STALL_S
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    time.sleep(2.5)
+    np.testing.assert_allclose(provider.embed(["again"]), in_process(["again"]), atol=1e-6)
+    assert service_pids(runtime) == [pid]  # the same service, resumed
+
+
+def test_a_service_stopped_with_sigterm_withdraws_its_socket(runtime: Path) -> None:
+    make_provider(EmbeddingConfig()).embed(["warm"])
+    [pid] = service_pids(runtime)
+    os.kill(pid, signal.SIGTERM)
+    assert wait_until(lambda: not list(runtime.glob("embed-*.sock")) and not list(runtime.glob("embed-*.json")),
+                      timeout=20)
+    log = next(runtime.glob("embed-*.log")).read_text()
+    assert "SIGTERM: stopping" in log and "terminate called" not in log

@@ -5,8 +5,10 @@ command loads the model itself.
 A request that fails because the service went away (killed, or exited idle between two
 requests) is asked again of a fresh service: embedding is a pure function of text, so nothing is
 lost and nothing is done twice that matters.  When no service can be had (the runtime folder is
-not private, the service cannot start), the model is loaded in this process, as with
-``embedding.service = false``, and a warning says why.
+not private), the model is loaded in this process, as with ``embedding.service = false``, and a
+warning says why.  A service that cannot be started or is stuck (stopped with SIGSTOP) is an
+:class:`EmbeddingError`: searches answer by keyword and say why, passages wait for their vectors;
+a model copy loaded in every process instead would undo what the service is for.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import time
 from pathlib import Path
 
 from memfs.config import EmbeddingConfig
-from memfs.index.embeddings import INPUT_TOKENS, EmbeddingError, LocalProvider, provider_identity
+from memfs.index.embeddings import INPUT_TOKENS, EmbeddingError, provider_identity
 from memfs.index.embedservice import service_key
 from memfs.lazy import lazy_module
 from memfs.unixsock import check_peer, folder_path
@@ -32,17 +34,27 @@ np = lazy_module("numpy")
 
 log = logging.getLogger(__name__)
 
-# Texts per request: a request is answered whole, so this bounds how long another client's query
-# waits behind it at the service (it takes the model a batch of 8 at a time) and how long a reply
-# may take on a busy machine before the service is judged stuck.
-REQUEST_TEXTS = 64
-REPLY_TIMEOUT_S = 300.0  # 64 long passages on a saturated 2-core machine take well under a minute
+# Texts per request.  The service takes the model a batch of 8 windows at a time, so another
+# client's query waits for one batch, not for a whole request; a large request lets the model
+# sort all its windows by length (less padding), as it does in-process.
+REQUEST_TEXTS = 512
+# A working service says so every second (its heartbeat); one silent this long is stopped or hung.
+STALL_S = 5.0
+REPLY_TIMEOUT_S = 900.0  # the longest one request may take, heartbeat or not
 START_TIMEOUT_S = 15.0  # a new service listens within a second; its model loads while we wait
 ATTEMPTS = 3
+# After the service failed (stuck, or could not be started): calls fail at once for this long, so
+# searches answer by keyword meanwhile instead of each waiting STALL_S again.
+COOL_DOWN_S = 15.0
+WORKING = {"status": "working"}
 
 
 class ServiceGone(OSError):
     """The service closed the connection or could not be reached."""
+
+
+class ServiceStuck(OSError):
+    """The service took the request and then said nothing for STALL_S."""
 
 
 class _Connection:
@@ -51,15 +63,22 @@ class _Connection:
         self.reader = sock.makefile("rb")
 
     def ask(self, request: dict[str, object]) -> tuple[dict[str, object], bytes]:
+        deadline = time.monotonic() + REPLY_TIMEOUT_S
         try:
+            self.sock.settimeout(STALL_S)
             self.sock.sendall(json.dumps(request, ensure_ascii=False).encode() + b"\n")
-            self.sock.settimeout(REPLY_TIMEOUT_S)
-            line = self.reader.readline(1 << 20)
-            if not line.endswith(b"\n"):
-                raise ServiceGone("the embedding service closed the connection")
-            reply = json.loads(line)
+            while True:
+                self.sock.settimeout(max(0.01, min(STALL_S, deadline - time.monotonic())))
+                line = self.reader.readline(1 << 20)
+                if not line.endswith(b"\n"):
+                    raise ServiceGone("the embedding service closed the connection")
+                reply = json.loads(line)
+                if reply != WORKING:
+                    break
             size = int(reply.get("rows", 0)) * int(reply.get("dims", 0)) * 4 if "rows" in reply else 0
             data = self.reader.read(size) if size else b""
+        except TimeoutError as exc:
+            raise ServiceStuck(f"the embedding service has not answered for {STALL_S:g} s") from exc
         except (OSError, ValueError) as exc:
             raise ServiceGone(f"the embedding service went away: {exc}") from exc
         if len(data) != size:
@@ -83,7 +102,8 @@ class ServiceProvider:
         self.key = service_key(cfg.model_path, cfg.tokenizer_path)
         self._free: list[_Connection] = []  # one per thread in use: a query never waits on a batch
         self._lock = threading.Lock()
-        self._fallback: LocalProvider | None = None
+        self._down_until = 0.0
+        self._down_why = ""
         self.folder = runtime_dir()  # RuntimeDirError (an OSError) when it is not private
         if not self.dims:  # another model file: its size is the service's to say
             reply, _ = self._ask({"v": 1, "op": "hello"})
@@ -144,6 +164,11 @@ class ServiceProvider:
                           f"(see {self.folder}/embed-{self.key}.log)")
 
     def _ask(self, request: dict[str, object]) -> tuple[dict[str, object], bytes]:
+        """The service's reply; a service that went away is started again (ATTEMPTS times), one
+        that is stuck is not (it still holds its key: another could not start) and is not asked
+        again for COOL_DOWN_S.  EmbeddingError when no reply can be had."""
+        if time.monotonic() < self._down_until:
+            raise EmbeddingError(self._down_why)
         why = ""
         for _ in range(ATTEMPTS):
             try:
@@ -153,6 +178,10 @@ class ServiceProvider:
                 continue
             try:
                 reply, data = connection.ask(request)
+            except ServiceStuck as exc:
+                connection.close()
+                why = f"{exc}{self._stuck_advice()}"
+                break
             except ServiceGone as exc:
                 connection.close()
                 why = str(exc)
@@ -162,32 +191,30 @@ class ServiceProvider:
             if "error" in reply:
                 raise EmbeddingError(f"embedding service: {reply['error']}")
             return reply, data
-        raise ServiceGone(why)
+        self._down_until = time.monotonic() + COOL_DOWN_S
+        self._down_why = f"{why} (not asked again for {COOL_DOWN_S:g} s; searches use keywords meanwhile)"
+        log.warning("%s", self._down_why)
+        raise EmbeddingError(self._down_why)
+
+    def _stuck_advice(self) -> str:
+        try:
+            pid = int(json.loads((self.folder / f"embed-{self.key}.json").read_text())["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return ""
+        return f" (pid {pid}: stopped? `kill -CONT {pid}` resumes it, `kill {pid}` lets a fresh one start)"
 
     # -- the provider ----------------------------------------------------------------------------
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if self._fallback is not None:
-            return self._fallback.embed(texts)
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         for begin in range(0, len(texts), REQUEST_TEXTS):
             part = texts[begin : begin + REQUEST_TEXTS]
-            try:
-                reply, data = self._ask({"v": 1, "op": "embed", "texts": part})
-            except ServiceGone as exc:
-                return self._load_here(str(exc)).embed(texts)
+            reply, data = self._ask({"v": 1, "op": "embed", "texts": part})
             rows = np.frombuffer(data, dtype="<f4").reshape(int(reply["rows"]), int(reply["dims"]))
             if rows.shape != (len(part), self.dims):
                 raise EmbeddingError(f"the embedding service returned {rows.shape} for {len(part)} texts")
             out[begin : begin + len(part)] = rows
         return out
-
-    def _load_here(self, why: str) -> LocalProvider:
-        with self._lock:
-            if self._fallback is None:
-                log.warning("no embedding service (%s): loading the model in this process", why)
-                self._fallback = LocalProvider(self.cfg.model_path, self.cfg.tokenizer_path)
-            return self._fallback
 
     def close(self) -> None:
         with self._lock:

@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 import threading
@@ -37,6 +38,8 @@ log = logging.getLogger("memfs.embedservice")
 
 PROTOCOL = 1
 MAX_REQUEST = 64 * 1024 * 1024  # one request's JSON line
+HEARTBEAT_S = 1.0
+WORKING = b'{"status": "working"}\n'
 
 
 def service_key(model_path: str, tokenizer_path: str) -> str:
@@ -145,12 +148,15 @@ class EmbeddingService:
                     return  # the client went away (or sent more than a request may hold)
                 with self.state_lock:
                     self.busy += 1
+                beating = _Heartbeat(conn)
                 try:
                     reply, payload = self._answer(line)
+                    beating.stop()
                     conn.sendall(json.dumps(reply).encode() + b"\n" + payload)
                 except OSError:
                     return
                 finally:
+                    beating.stop()
                     with self.state_lock:
                         self.busy -= 1
                         self.last_request = time.monotonic()
@@ -179,6 +185,35 @@ class EmbeddingService:
         return {"rows": int(rows.shape[0]), "dims": int(rows.shape[1])}, data
 
 
+class _Heartbeat:
+    """While a request is worked on, a line every HEARTBEAT_S says so: a client tells a busy
+    service (another client's batch ahead, the model loading) from a stuck one (stopped with
+    SIGSTOP, hung), which says nothing, and gives up on that one in seconds, not minutes."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn = conn
+        self.lock = threading.Lock()
+        self.done = False
+        self.wakeup = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self.wakeup.wait(HEARTBEAT_S):
+            with self.lock:
+                if self.done:
+                    return
+                try:
+                    self.conn.sendall(WORKING)
+                except OSError:
+                    return
+
+    def stop(self) -> None:
+        """After this returns no heartbeat is sent: the reply may follow on the socket."""
+        with self.lock:
+            self.done = True
+        self.wakeup.set()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="memfs-embedservice", description=__doc__.splitlines()[0])
     parser.add_argument("--folder", required=True)
@@ -192,7 +227,21 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(0)  # the client reaps this parent at once; the service lives on in the child
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s embed[{os.getpid()}] %(levelname)s %(message)s")
     service = EmbeddingService(Path(args.folder), args.key, args.model_path, args.tokenizer_path, args.idle)
-    return service.serve()
+
+    def stop(signum: int, _frame: object) -> None:
+        log.info("%s: stopping", signal.Signals(signum).name)
+        raise SystemExit(0)  # in the accept loop: its finally withdraws the socket and the record
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    try:
+        code = service.serve()
+    except SystemExit:
+        code = 0
+    logging.shutdown()
+    # Past the model runtime's exit handlers: its worker threads abort the process ("terminate
+    # called without an active exception") when torn down while idle.
+    os._exit(code)
 
 
 if __name__ == "__main__":

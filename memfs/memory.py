@@ -225,8 +225,19 @@ class Memory:
             self.store.set_fingerprint(wanted, int(wanted["dims"]))  # type: ignore[arg-type]
         elif current != wanted:
             if self._served_elsewhere():
-                log.warning("index %s is served by a running mount built with %s; this command uses it as it "
-                            "is (its settings differ: %s)", self.paths.index, current, wanted)
+                log.warning("index %s is in use by another memfs process (a mount or a daemon) that built it with "
+                            "%s; this command uses it as it is (its settings differ: %s)", self.paths.index, current,
+                            wanted)
+                built = (current.get("provider"), current.get("model"), current.get("dims"))
+                if built != (wanted["provider"], wanted["model"], wanted["dims"]):
+                    # Vectors of this command's model would not fit that index: it looks vectors up
+                    # as the index was built, embeds nothing, and searches by keyword, saying why.
+                    self._identity_known = (str(built[0]), str(built[1]), int(built[2] or 0))  # type: ignore[arg-type]
+                    self._provider = NoProvider()
+                    self.provider_error = (
+                        f"the index was built with {built[0]} {built[1] or ''} ({built[2]} dims) by a memfs process "
+                        f"that is using it; these settings embed with {wanted['provider']} {wanted['model'] or ''} "
+                        f"({wanted['dims']} dims): stop that mount or daemon, then run `memfs index --rebuild`")
                 return
             log.warning("index was built with %s; rebuilding for %s", current, wanted)
             self.rebuild()

@@ -183,3 +183,39 @@ def test_a_server_answering_lists_of_floats_is_read_too() -> None:
     with EmbeddingServer(answer_base64=False) as server:
         vectors = provider(server, batch_size=3, concurrency=2).embed(texts)
         assert np.allclose(vectors, expected(texts), atol=1e-6)
+
+
+def test_other_vectors_than_the_index_in_use_holds_mean_keyword_answers_not_a_traceback(
+        workspace: Path, make_memory) -> None:
+    # A daemon built the index with the local model and still uses it; a command with the openai
+    # provider (other dims) must neither write its vectors into it nor crash.
+    write(workspace / "memory" / "2026-11-20.md", "# Nov 20\n\n- The plumber fixed the kitchen sink.\n")
+    holder = make_memory(workspace)
+    holder.reconcile()
+    with EmbeddingServer() as server:
+        other = make_memory(workspace, embedding__provider="openai", embedding__base_url=server.base_url,
+                            embedding__api_key_env=KEY_ENV, embedding__model="test-embed",
+                            embedding__dimensions=DIMS)
+        write(workspace / "memory" / "2026-11-21.md", "# Nov 21\n\n- Bought tulip bulbs for the garden.\n")
+        other.reconcile()  # indexes the new day by keyword; embeds nothing of its own
+        other.embed_pending()
+        response = other.search("tulip bulbs")
+        assert response.results and response.results[0].path == "memory/2026-11-21.md"
+        assert any("memfs index --rebuild" in w for w in response.warnings), response.warnings
+        assert not server.requests
+    holder.embed_pending()  # the index's own model embeds the new day, as the daemon would
+    hits = holder.search("flowers for the garden", min_score=0).results
+    assert any(h.path == "memory/2026-11-21.md" and h.vector_score > 0 for h in hits)
+
+
+def test_a_server_found_down_is_not_asked_again_at_once() -> None:
+    with EmbeddingServer() as server:
+        client = provider(server)
+        client.embed(["up"])
+        server.fail_next = [(503, None)]
+        with pytest.raises(EmbeddingError, match="HTTP 503"):
+            client.embed(["overloaded"])
+        asked = len(server.requests)
+        with pytest.raises(EmbeddingError, match="not asked again"):
+            client.embed(["meanwhile"])  # a search now answers by keyword without waiting on retries
+        assert len(server.requests) == asked

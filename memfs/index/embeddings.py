@@ -38,6 +38,7 @@ LOCAL_MODEL_SIZE = 22_928_619
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 LOCAL_MAX_PIECES = 256  # MiniLM was trained on 256 word pieces
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+DOWN_S = 30.0  # a server found down is not asked again for this long (see OpenAIProvider._down)
 OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
 
 
@@ -226,6 +227,8 @@ class OpenAIProvider:
             api_key=key, base_url=self.base_url, max_retries=cfg.max_retries, timeout=cfg.timeout_s
         )
         self._openai = openai
+        self._down_until = 0.0
+        self._down_why = ""
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
         self.max_input_tokens = INPUT_TOKENS["openai"]
@@ -233,7 +236,16 @@ class OpenAIProvider:
         if not self.dims:
             self.dims = int(self.embed(["dimension probe"]).shape[1])
 
+    def _down(self, why: str) -> EmbeddingError:
+        """A server that is down or overloaded, after the client's retries: not asked again for
+        DOWN_S, so each search meanwhile answers by keyword at once instead of retrying again."""
+        self._down_until = time.monotonic() + DOWN_S
+        self._down_why = f"{why} (not asked again for {DOWN_S:g} s)"
+        return EmbeddingError(self._down_why)
+
     def embed(self, texts: list[str]) -> np.ndarray:
+        if time.monotonic() < self._down_until:
+            raise EmbeddingError(self._down_why)
         batches = [texts[begin : begin + self.batch_size] for begin in range(0, len(texts), self.batch_size)]
         if len(batches) <= 1 or self.concurrency == 1:
             parts = [self._request(batch) for batch in batches]
@@ -246,7 +258,8 @@ class OpenAIProvider:
         except ValueError as exc:  # batches of different widths
             raise EmbeddingError(f"{self.base_url} returned vectors of different sizes: {exc}") from exc
         if matrix.ndim != 2 or (self.dims and matrix.shape[1] != self.dims):
-            raise EmbeddingError(f"{self.base_url} returned vectors of shape {matrix.shape}, expected {self.dims} dims")
+            raise EmbeddingError(f"{self.base_url} returned vectors of shape {matrix.shape}, expected {self.dims} dims: "
+                                 f"set embedding.dimensions to the model's size ({matrix.shape[-1]})")
         return _normalise(matrix)
 
     def _concurrently(self, batches: list[list[str]]) -> list[np.ndarray]:
@@ -291,19 +304,17 @@ class OpenAIProvider:
                 f"answered HTTP 404 ({_says(exc)}); check embedding.model and embedding.base_url{hint}"
             ) from exc
         except openai.APITimeoutError as exc:
-            raise EmbeddingError(
+            raise self._down(
                 f"the embedding endpoint {self.base_url} did not answer within embedding.timeout_s "
                 f"({self.max_retries} retries)"
             ) from exc
         except openai.APIConnectionError as exc:
-            raise EmbeddingError(f"cannot reach the embedding endpoint {self.base_url}: {exc}") from exc
+            raise self._down(f"cannot reach the embedding endpoint {self.base_url}: {exc}") from exc
         except openai.APIStatusError as exc:
-            retried = ""
+            message = f"embedding endpoint {self.base_url} answered HTTP {exc.status_code}"
             if exc.status_code in (408, 409, 429) or exc.status_code >= 500:
-                retried = f" after {self.max_retries} retries"
-            raise EmbeddingError(
-                f"embedding endpoint {self.base_url} answered HTTP {exc.status_code}{retried}: {_says(exc)}"
-            ) from exc
+                raise self._down(f"{message} after {self.max_retries} retries: {_says(exc)}") from exc
+            raise EmbeddingError(f"{message}: {_says(exc)}") from exc
         try:
             data = sorted(json.loads(raw.content)["data"], key=lambda d: d["index"])
             rows = np.stack([_vector(d["embedding"]) for d in data]) if data else None

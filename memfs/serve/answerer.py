@@ -84,6 +84,11 @@ class Answerer:
 
         memory, cfg = self.local()
         answer = commands.run(memory, cfg, command, args, os.getcwd())
-        log.info("%s answered in this process (no daemon serves this workspace and agent with these settings)",
-                 command)
+        if not self.client.ask or os.environ.get("MEMFS_NO_DAEMON"):
+            why = "--no-daemon or MEMFS_NO_DAEMON: no daemon asked"
+        elif self.serving_here and self.serving_here():
+            why = "this process serves the workspace"
+        else:
+            why = "no daemon answered for this workspace and agent with these settings"
+        log.info("%s answered in this process (%s)", command, why)
         return answer

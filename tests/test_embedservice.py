@@ -131,6 +131,12 @@ def test_a_runtime_folder_others_can_enter_is_not_used(tmp_path: Path, monkeypat
     assert isinstance(provider, LocalProvider)  # the model in this process, not a planted socket
     assert "is not a private folder" in caplog.text
     assert not list((base / "memfs").iterdir())
+    from memfs.index.embedclient import service_record
+    from memfs.render.status import render_status
+
+    info = {"workspace": "w", "agent": "main", "files": 0, "skipped": 0, "chunks": 0, "pending": 0,
+            "provider": "local", "embedding_service": service_record(EmbeddingConfig())}
+    assert "model in:   each process that embeds (no embedding service:" in render_status(info)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")

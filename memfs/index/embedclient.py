@@ -224,9 +224,14 @@ class ServiceProvider:
 
 
 def service_record(cfg: EmbeddingConfig) -> dict[str, object] | None:
-    """The running service's record (pid, started) for ``memfs status``, or None."""
+    """The running service's record (pid, started) for ``memfs status``, None when none runs,
+    or ``{"error": ...}`` when there can be none (every process then loads the model itself)."""
     try:
-        path = runtime_dir() / f"embed-{service_key(cfg.model_path, cfg.tokenizer_path)}.json"
+        folder = runtime_dir()
+    except OSError as exc:
+        return {"error": str(exc)}
+    try:
+        path = folder / f"embed-{service_key(cfg.model_path, cfg.tokenizer_path)}.json"
         record = json.loads(path.read_text())
         os.kill(int(record["pid"]), 0)
     except (OSError, ValueError, KeyError, TypeError):

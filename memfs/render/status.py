@@ -44,7 +44,9 @@ def render_status(info: dict[str, object]) -> str:
     ]
     if "embedding_service" in info:
         service = info["embedding_service"]
-        if isinstance(service, dict):
+        if isinstance(service, dict) and "error" in service:
+            lines.append(f"model in:   each process that embeds (no embedding service: {service['error']})")
+        elif isinstance(service, dict):
             lines.append(f"model in:   the embedding service, pid {service['pid']} (exits after "
                          f"{float(service.get('idle_s', 0)):g} s without a request)")
         else:

@@ -1,8 +1,10 @@
-"""Unix sockets only their user can use: the peer's uid, and a path short enough to bind.
-Standard library only; shared by the daemons' sockets and the per-user embedding service."""
+"""Unix sockets only their user can use: the peer's uid, a path short enough to bind, and the
+record that tells clients who listens.  Standard library only; shared by the daemons' sockets
+and the per-user embedding service."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import struct
@@ -48,3 +50,12 @@ def bind_private(sock: socket.socket, folder: Path, name: str) -> None:
             sock.bind(path)
         finally:
             os.umask(old)
+
+
+def write_record(path: Path, info: dict[str, object]) -> None:
+    """Write the JSON record that describes a listening socket: 0600, and whole or not at all
+    (a client reading it never sees half of it)."""
+    temp = path.with_suffix(".tmp")
+    temp.write_text(json.dumps(info))
+    os.chmod(temp, 0o600)
+    os.replace(temp, path)

@@ -16,6 +16,8 @@ import pytest
 
 from memfs.config import Config, load_config
 from memfs.memory import Memory
+from memfs.mounttable import alive
+from memfs.serve.ondemand import started_on_demand
 from memfs.workspace import init_workspace
 
 
@@ -35,11 +37,9 @@ def _on_demand_daemons(root: Path) -> set[int]:
         try:
             info = json.loads(path.read_text() or "{}")
             pid = int(info["pid"])
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                argv = cmdline.read().split(b"\0")
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if info.get("kind") == "on-demand" and b"--on-demand" in argv:
+        if info.get("kind") == "on-demand" and started_on_demand(pid):
             pids.add(pid)
     return pids
 
@@ -57,7 +57,7 @@ def no_daemon_left(request: pytest.FixtureRequest) -> Iterator[None]:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + 20
     while pids and time.monotonic() < deadline:
-        pids = {pid for pid in pids if _running(pid)}
+        pids = {pid for pid in pids if alive(pid)}
         time.sleep(0.05)
     for pid in pids:
         _signal(pid, signal.SIGKILL)
@@ -68,14 +68,6 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except ProcessLookupError:
         pass
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 @pytest.fixture

@@ -141,13 +141,19 @@ def _many_chunks(workspace: Path, count: int) -> None:
                   for i in range(count)))
 
 
+def openai_memory(make_memory, workspace: Path, server: EmbeddingServer, batch_size: int, concurrency: int):
+    """A Memory that embeds through ``server``, with many small chunks to embed."""
+    memory = make_memory(workspace, embedding__provider="openai", embedding__base_url=server.base_url,
+                         embedding__api_key_env=KEY_ENV, embedding__model="test-embed", embedding__dimensions=DIMS,
+                         embedding__batch_size=batch_size, embedding__concurrency=concurrency,
+                         chunking__tokens=16, chunking__overlap=0)
+    _many_chunks(workspace, 40)
+    return memory
+
+
 def test_background_embedder_keeps_the_server_busy(workspace: Path, make_memory) -> None:
     with EmbeddingServer(delay_s=DELAY_S) as server:
-        memory = make_memory(workspace, embedding__provider="openai", embedding__base_url=server.base_url,
-                             embedding__api_key_env=KEY_ENV, embedding__model="test-embed",
-                             embedding__dimensions=DIMS, embedding__batch_size=4, embedding__concurrency=4,
-                             chunking__tokens=16, chunking__overlap=0)
-        _many_chunks(workspace, 40)
+        memory = openai_memory(make_memory, workspace, server, batch_size=4, concurrency=4)
         memory.reconcile()
         assert memory.pending >= 32
         embedder = BackgroundEmbedder(memory)
@@ -167,11 +173,7 @@ def test_background_embedder_keeps_the_server_busy(workspace: Path, make_memory)
 
 def test_memfs_index_keeps_the_server_busy(workspace: Path, make_memory) -> None:
     with EmbeddingServer(delay_s=DELAY_S) as server:
-        memory = make_memory(workspace, embedding__provider="openai", embedding__base_url=server.base_url,
-                             embedding__api_key_env=KEY_ENV, embedding__model="test-embed",
-                             embedding__dimensions=DIMS, embedding__batch_size=16, embedding__concurrency=3,
-                             chunking__tokens=16, chunking__overlap=0)
-        _many_chunks(workspace, 40)
+        memory = openai_memory(make_memory, workspace, server, batch_size=16, concurrency=3)
         commands.index(memory, memory.cfg, {})
         assert memory.pending == 0 and server.peak == 3
         hits = memory.search("subject7 person7").results

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +22,7 @@ from mounts import clean_env, wait_until
 
 from memfs.config import EmbeddingConfig
 from memfs.index.embeddings import LocalProvider, make_provider
+from memfs.mounttable import alive
 
 TEXTS = ["The ferry to Hydra leaves at nine.", "Caroline went to the LGBTQ support group on Tuesday.",
          "penicillin allergy " * 40]
@@ -100,8 +101,7 @@ def test_a_killed_service_is_started_again_and_nothing_is_lost(runtime: Path) ->
     first = provider.embed(TEXTS[:2])
     [pid] = service_pids(runtime)
     os.kill(pid, signal.SIGKILL)
-    assert wait_until(lambda: not Path(f"/proc/{pid}").exists() or
-                      Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0, timeout=10)
+    assert wait_until(lambda: not alive(pid), timeout=10)
     # The same provider (its pooled connection now dead) embeds again through a new service.
     again = provider.embed(TEXTS[:2])
     np.testing.assert_allclose(again, first, atol=1e-6)
@@ -211,12 +211,10 @@ def maps_model_runtime(pid: int) -> bool:
 @pytest.mark.fuse
 def test_two_mounts_share_one_service_and_survive_it_being_killed(runtime: Path, tmp_path: Path,
                                                                   mount_factory) -> None:
-    import shutil as sh
-
     mounts = []
     for name in ("alpha", "beta"):
         ws = tmp_path / name
-        sh.copytree(Path(__file__).resolve().parent.parent / "workspace_template", ws)
+        shutil.copytree(Path(__file__).resolve().parent.parent / "workspace_template", ws)
         mounts.append(mount_factory(ws, mnt=tmp_path / f"mnt-{name}"))
 
     def found_by_meaning(m, query: str, path: str) -> bool:

@@ -18,6 +18,8 @@ import pytest
 from conftest import write
 from mounts import clean_env, wait_until
 
+from memfs.mounttable import alive
+
 SECRET = "allergic to penicillin"
 
 
@@ -39,14 +41,6 @@ def started_pid(stderr: str) -> int:
     found = re.search(r"started a daemon for .* on demand \(pid (\d+)", stderr)
     assert found, stderr
     return int(found.group(1))
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from memfs.config import EmbeddingConfig
 from memfs.index.embeddings import INPUT_TOKENS, EmbeddingError, provider_identity
@@ -238,6 +237,3 @@ def service_record(cfg: EmbeddingConfig) -> dict[str, object] | None:
         return None
     return record if isinstance(record, dict) else None
 
-
-def service_path(cfg: EmbeddingConfig) -> Path:
-    return runtime_dir() / f"embed-{service_key(cfg.model_path, cfg.tokenizer_path)}.sock"

@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from memfs.unixsock import bind_private, check_peer
+from memfs.unixsock import bind_private, check_peer, write_record
 
 log = logging.getLogger("memfs.embedservice")
 
@@ -87,11 +87,8 @@ class EmbeddingService:
         listener.listen(64)
         listener.settimeout(1.0)
         record = self.folder / f"embed-{self.key}.json"
-        temp = record.with_suffix(".tmp")
-        temp.write_text(json.dumps({"pid": os.getpid(), "key": self.key, "model_path": self.model_path,
-                                    "idle_s": self.idle_s, "started": time.time()}))
-        os.chmod(temp, 0o600)
-        os.replace(temp, record)
+        write_record(record, {"pid": os.getpid(), "key": self.key, "model_path": self.model_path,
+                              "idle_s": self.idle_s, "started": time.time()})
         # Listening before the model is loaded: a client that connects now waits for its answer
         # instead of starting another service.
         threading.Thread(target=self._load, daemon=True).start()

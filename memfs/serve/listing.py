@@ -13,6 +13,7 @@ from typing import Any
 
 from memfs.mounttable import alive, is_mounted, mounts_dir
 
+
 def _records(folder: Path) -> list[dict[str, Any]]:
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(".json"))

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from memfs.mounttable import alive
 from memfs.serve.wire import Invocation, daemon_key, run_dir
 
 log = logging.getLogger(__name__)
@@ -140,25 +141,25 @@ def stop(workspace: Path, agent: str, env: dict[str, str] | None = None, timeout
             continue
         if holder.get("kind") != "on-demand":
             continue
+        if not started_on_demand(pid):
+            continue  # the pid is another process's now
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-                if b"--on-demand" not in cmdline.read().split(b"\0"):
-                    continue  # the pid is another process's now
             os.kill(pid, signal.SIGTERM)
         except OSError:
             continue
         stopped.append(pid)
     deadline = time.monotonic() + timeout
-    while any(_running(pid) for pid in stopped) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in stopped) and time.monotonic() < deadline:
         time.sleep(POLL_S)
     for pid in stopped:
         log.info("stopped the daemon started on demand (pid %d)", pid)
     return stopped
 
 
-def _running(pid: int) -> bool:
+def started_on_demand(pid: int) -> bool:
+    """Whether ``pid`` is a daemon started on demand (not a process that reused its pid)."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return b"--on-demand" in cmdline.read().split(b"\0")
+    except OSError:
         return False

@@ -24,6 +24,7 @@ from memfs import commands
 from memfs.config import Config
 from memfs.invocation import InvocationError, answer_settings, resolve
 from memfs.memory import Memory
+from memfs.serve.ondemand import started_on_demand
 from memfs.serve.wire import (
     AMBIENT_ENV,
     COMMANDS,
@@ -36,7 +37,7 @@ from memfs.serve.wire import (
     run_dir,
 )
 from memfs.state import make_private_dir
-from memfs.unixsock import bind_private
+from memfs.unixsock import bind_private, write_record
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +51,6 @@ def _try_lock(lock: typing.IO[str]) -> bool:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         return True
     except BlockingIOError:
-        return False
-
-
-def started_on_demand(pid: int) -> bool:
-    """Whether ``pid`` is a daemon started on demand (not a process that reused its pid)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
-            return b"--on-demand" in cmdline.read().split(b"\0")
-    except OSError:
         return False
 
 
@@ -185,10 +177,7 @@ class SocketServer:
         info = {"pid": os.getpid(), "workspace": str(self.cfg.workspace), "agent": self.cfg.agent,
                 "mountpoint": str(self.mountpoint) if self.mountpoint else None, "mode": self.cfg.mode,
                 "kind": self.kind, "idle_s": self.idle_s, "started": time.time()}
-        temp = self.announcement.record.with_suffix(".tmp")
-        temp.write_text(json.dumps(info))
-        os.chmod(temp, 0o600)
-        os.replace(temp, self.announcement.record)
+        write_record(self.announcement.record, info)
         return sock
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:

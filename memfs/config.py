@@ -213,6 +213,9 @@ class MountConfig(_Section):
     # After each request the daemon keeps polling this long for the next one instead of letting
     # its CPU go idle (see memfs/fs/busypoll.py); 0 turns it off.
     busy_poll_us: int = Field(1000, ge=0, le=100_000)
+    # Take a FUSE request that is already waiting without a trip through trio's scheduler (see
+    # memfs/fs/fuseloop.py); off: pyfuse3's own wait.
+    quick_wait: bool = True
     # Kernel read-ahead for the mount (needs root; 0 leaves the kernel's 128 KiB).  Larger
     # read-ahead means fewer, larger FUSE read requests for sequential reads.
     read_ahead_kb: int = Field(1024, ge=0, le=65_536)

@@ -4,7 +4,7 @@
     python scripts/bench_fs.py [--files 2000] [--appends 5000] [--repeat 3] [--no-baselines]
 
 Workload (each step timed, median of --repeat runs): create 2,000 files of 2 KiB; 5,000
-open/append/close; stat of all; read of all; grep -r; ls -lR; a large sequential read of 256 MiB
+open/append/close; stat of all; read of all; grep -r; ls -lR; rm -rf; a large sequential read of 256 MiB
 (right after writing it, when only the backing file is cached; from the mount's page cache; and,
 as root, from the disk with every cache dropped).  The mount runs with indexing on (local provider); the
 workload files are plain files, and a second part measures memory files: 2 KiB appends to daily
@@ -87,6 +87,7 @@ def workload(root: Path, files: int, appends: int) -> dict[str, float]:
     out["grep -r"] = timed(lambda: subprocess.run(["grep", "-r", "-c", "zzz-not-there", str(base)],
                                                   capture_output=True))
     out["ls -lR"] = timed(lambda: subprocess.run(["ls", "-lR", str(base)], capture_output=True))
+    out["rm -rf"] = timed(lambda: subprocess.run(["rm", "-rf", str(base)], check=True))
     return out
 
 
@@ -286,6 +287,8 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=0, help="busy loops running beside the whole run")
     parser.add_argument("--poll-off", action="store_true",
                         help="also a second memfs mount with mount.busy_poll_us=0, to see what polling buys")
+    parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="also a memfs mount with these settings, e.g. --variant mount.quick_wait=false")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="mount setting, e.g. --set mount.watch=false")
     args = parser.parse_args()
@@ -305,6 +308,10 @@ def main() -> int:
     references = {} if args.no_baselines else baselines(tmp, wanted)
     if args.poll_off:
         references["memfs poll off"] = lambda: memfs_mount(tmp / "poll-off", [*extra, "--set", "mount.busy_poll_us=0"])
+    for number, variant in enumerate(args.variant):
+        settings = [arg for o in variant.split(",") for arg in ("--set", o)]
+        references[f"memfs {variant}"] = (lambda folder=tmp / f"variant-{number}", settings=settings:
+                                          memfs_mount(folder, [*extra, *settings]))
     import multiprocessing
 
     loops = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]
@@ -343,7 +350,9 @@ def main() -> int:
         for name in others:
             m = statistics.median(runs[name][metric])
             cells.append(f"{m * 1000:>9.1f}ms {m / n:>6.1f}x")
-        print(f"{metric:<12} {n * 1000:>8.1f}ms " + " ".join(f"{c:>18}" for c in cells))
+        hp = runs.get("C passthrough_hp", {}).get(metric)
+        vs_hp = f"   memfs/hp {statistics.median(runs['memfs'][metric]) / statistics.median(hp):.2f}x" if hp else ""
+        print(f"{metric:<12} {n * 1000:>8.1f}ms " + " ".join(f"{c:>18}" for c in cells) + vs_hp)
     for metric in big["native"]:
         n = big["native"][metric]
         cells = [f"{name} {big[name][metric]:.0f} MB/s ({big[name][metric] / n:.2f})" for name in others]

@@ -22,6 +22,7 @@ import pyfuse3
 import trio
 
 from memfs.config import CONFIG_FILE, Config, ConfigError, load_config
+from memfs.fs import fuseloop
 from memfs.fs.busypoll import BusyPoll
 from memfs.fs.operations import MemfsOperations
 from memfs.fs.virtual import VirtualTree, top_names
@@ -149,11 +150,21 @@ class Daemon:
         virtual = VirtualTree(self.memory, str(mountpoint), cfg.mode, cfg.mount.virtual_prefix)
         self.ops = MemfsOperations(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,
                                    cfg.mount.xattrs, virtual=virtual)
+        virtual.add_meta_file("requests", self._requests)
+        self.quick: fuseloop.QuickWait | None = None
         self.poll = BusyPoll(cfg.mount.busy_poll_us)
         self.ops.on_request = self.poll.touch
         self.writes.on_config_change = self.reload_privacy
         self.stop = trio.Event()  # set first when stopping, so the watcher's thread returns at once
         self.socket = SocketServer(self.memory, mountpoint, kind="mount")
+
+    def _requests(self) -> bytes:
+        """``.memfs/requests``: how many requests of each kind the kernel sent since the mount
+        (reading this file adds its own lookup, open, read, flush and release)."""
+        lines = [f"{name} {count}" for name, count in sorted(self.ops.requests.items())]
+        if self.quick is not None:
+            lines.append(f"# picked up at once {self.quick.quick}, after a wait {self.quick.waited}")
+        return ("\n".join(lines) + "\n").encode()
 
     async def reload_privacy(self) -> None:
         """.memfs.toml changed: take its privacy settings at once (hide what became private,
@@ -248,6 +259,8 @@ class Daemon:
         self.socket.open()
         try:
             pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
+            if self.cfg.mount.quick_wait:
+                self.quick = fuseloop.install()
         except BaseException:
             self.socket.close()
             raise

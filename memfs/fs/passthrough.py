@@ -13,6 +13,7 @@ import errno
 import logging
 import os
 import stat
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +47,7 @@ def guarded(owner: Passthrough, method: Callable[..., Awaitable[Any]]) -> Callab
     name = method.__name__
 
     async def handler(*args: Any) -> Any:
+        owner.requests[name] += 1
         owner.on_request()
         scope = request_started()
         try:
@@ -101,8 +103,10 @@ class DirHandle:
 
 
 class Passthrough(pyfuse3.Operations):
-    # Measured: with the kernel's writeback cache an append costs 7 requests (it reads the page
-    # to fill, then sends WRITE and SETATTR for mtime) instead of 5, so it stays off.
+    # The kernel's writeback cache stays off: with it the kernel trusts its own size and mtime
+    # of a cached file over the daemon's, so a file appended or shrunk beside the mount keeps
+    # its old size on the mount, and the next append through the mount lands at that old end
+    # over what was written beside it (measured on 6.18, invalidation notwithstanding).
     enable_writeback_cache = False
 
     def __init__(self, workspace: Path, writes: MemoryWrites, entry_timeout: float = 1.0,
@@ -122,6 +126,9 @@ class Passthrough(pyfuse3.Operations):
         self.dirs: dict[int, DirHandle] = {}
         self._next_fh = 1
         self.on_request: Callable[[], None] = lambda: None  # the daemon's BusyPoll.touch
+        # How many requests of each kind the kernel sent (.memfs/requests): what a workload
+        # costs the daemon, and which of the kernel's caches answered instead.
+        self.requests: Counter[str] = Counter()
         self.initialized = trio.Event()  # the kernel's INIT is answered once this is set
         # Guard the handlers here rather than with a decorator on each method, so a subclass
         # override calling super() is still guarded once per request, not once per layer.
@@ -197,10 +204,22 @@ class Passthrough(pyfuse3.Operations):
             up = parent_path.rpartition("/")[0]
             return self.entry_for(up) if parent_path else await self.getattr(ROOT, ctx)
         rel = self.child(parent_inode, name)
-        st = os.lstat(self.full(rel))
+        try:
+            st = os.lstat(self.full(rel))
+        except FileNotFoundError:
+            return self.no_entry()
         if self.hidden(rel, st):
-            raise FUSEError(errno.ENOENT)
+            raise FUSEError(errno.ENOENT)  # not cached: what is hidden may change with the settings
         return self.entry_for(rel, st)
+
+    def no_entry(self) -> pyfuse3.EntryAttributes:
+        """"No such file", which the kernel may remember as long as a name it found: a name made
+        through the mount replaces it there, and the watcher drops it when one is made beside
+        the mount (shells and interpreters look up the same missing names over and over)."""
+        entry = pyfuse3.EntryAttributes()
+        entry.st_ino = 0
+        entry.entry_timeout = self.entry_timeout
+        return entry
 
     def hidden(self, rel: str, st: os.stat_result | None = None) -> bool:
         """Whether an entry that exists in the workspace must not exist on this mount."""
@@ -259,7 +278,7 @@ class Passthrough(pyfuse3.Operations):
             if writer is not None:
                 writer.dirty = True
             else:
-                await self.writes.changed(rel, self.writes.who(ctx.uid, ctx.pid))
+                await self.writes.changed(rel, self.writes.caller(rel, ctx.uid, ctx.pid))
         else:
             self.writes.note_own(rel)  # chmod, chown, touch: the watcher sees their echo too
         return self.attrs(inode, os.lstat(path))
@@ -360,7 +379,7 @@ class Passthrough(pyfuse3.Operations):
         await self.writes.before_change(rel)
         remove(self.full(rel))
         self.inodes.unlinked(rel)
-        await self.writes.removed(rel, self.writes.who(ctx.uid, ctx.pid))
+        await self.writes.removed(rel, self.writes.caller(rel, ctx.uid, ctx.pid))
 
     # -- names ----------------------------------------------------------------------------------
 
@@ -388,7 +407,7 @@ class Passthrough(pyfuse3.Operations):
         rel = self.child(new_parent_inode, new_name)
         os.link(self.full(self.inodes.path(inode)), self.full(rel), follow_symlinks=False)
         entry = self.entry_for(rel)
-        await self.writes.changed(rel, self.writes.who(ctx.uid, ctx.pid))
+        await self.writes.changed(rel, self.writes.caller(rel, ctx.uid, ctx.pid))
         return entry
 
     async def unlink(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> None:

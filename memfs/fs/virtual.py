@@ -100,6 +100,10 @@ class VirtualTree:
                       lambda m=bundle_mode: self.memory.bundle(m, viewer=self.mode).encode())
         self._add(STATUS, self.roots[META], False, self._status)
 
+    def add_meta_file(self, name: str, render: Callable[[], bytes]) -> None:
+        """A read-only file in ``.memfs/`` rendered by ``render`` (the daemon's own facts)."""
+        self._add(name, self.roots[META], False, render)
+
     def owns(self, inode: int) -> bool:
         return inode >= FIRST_INODE
 

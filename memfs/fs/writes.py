@@ -106,6 +106,11 @@ class MemoryWrites:
         """The caller of a FUSE request, as its versions record it."""
         return Provenance.of_process(MOUNT, uid, pid)
 
+    def caller(self, rel: str, uid: int, pid: int) -> Provenance:
+        """Who is changing ``rel``: looked up (in /proc) only for a memory file, whose versions
+        record it; ``rm -rf`` of a build folder should not read a /proc file per file."""
+        return self.who(uid, pid) if self.is_memory(rel) else self.unknown_caller
+
     async def before_change(self, rel: str, own_handles: int = 0) -> None:
         """``rel`` is about to be truncated, written, replaced or removed through the mount: what
         it holds is kept first if the history does not have it yet (it was changed beside the

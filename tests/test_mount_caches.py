@@ -132,3 +132,22 @@ def test_requests_already_waiting_skip_the_scheduler(mounted) -> None:
     line = next(line for line in (mnt / ".memfs" / "requests").read_text().splitlines() if line.startswith("#"))
     taken_at_once = int(line.split("picked up at once ")[1].split(",")[0])
     assert taken_at_once > 0, line
+
+
+def test_a_file_changed_beside_an_unwatched_mount_is_read_fresh_at_the_next_open(workspace, mount_factory) -> None:
+    """Without the watcher (or before it reports), the open itself sees that the file is not what
+    the kernel's pages were read from: it drops them and the size the kernel holds."""
+    m = mount_factory(workspace, "main", "--set", "mount.watch=false", "--set", "mount.attr_timeout_s=3600",
+                      "--set", "mount.entry_timeout_s=3600")
+    ws, mnt = m.workspace, m.mnt
+    (mnt / "plain.txt").write_text("first version\n")
+    assert (mnt / "plain.txt").read_text() == "first version\n"
+    assert (mnt / "plain.txt").read_text() == "first version\n"  # now from the page cache
+    (ws / "plain.txt").write_text("other version\n")  # same size, new bytes, new mtime
+    os.utime(ws / "plain.txt", ns=(time.time_ns(), time.time_ns() + 5_000_000_000))
+    assert (mnt / "plain.txt").read_text() == "other version\n"
+    (ws / "plain.txt").write_text("a longer third version\n")
+    assert (mnt / "plain.txt").read_text() == "a longer third version\n"
+    assert os.stat(mnt / "plain.txt").st_size == len("a longer third version\n")
+    unchanged = cost(mnt, lambda: (mnt / "plain.txt").read_text())
+    assert unchanged["read"] == 0, unchanged

@@ -32,6 +32,9 @@ class Node:
     paths: set[str] = field(default_factory=set)
     lookups: int = 0
     open_handles: int = 0
+    # (size, mtime) of the backing file when the kernel's cached pages of it were last known to
+    # match it (an open, or our own write); None: unknown, the pages must not be trusted.
+    seen: tuple[int, int] | None = None
 
 
 class InodeTable:

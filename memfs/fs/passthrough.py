@@ -91,6 +91,7 @@ class Handle:
     checked: int = 0  # staged[:checked] is complete lines already validated
     checked_lines: int = 0  # how many lines staged[:checked] holds
     created: bool = False  # made by this open (create)
+    wrote: bool = False  # written since the kernel's pages were last known to match the file
     who: Any = None  # the Provenance of the process that opened it for writing (memory files)
 
 
@@ -271,6 +272,8 @@ class Passthrough(pyfuse3.Operations):
             atime = attr.st_atime_ns if fields.update_atime else st.st_atime_ns
             mtime = attr.st_mtime_ns if fields.update_mtime else st.st_mtime_ns
             os.utime(path, ns=(atime, mtime), follow_symlinks=False)
+        if fields.update_size or fields.update_mtime:
+            self.inodes.nodes[inode].seen = None  # let the next open start from the file as it is
         if fields.update_size:
             # `>` opens, then truncates by name: the writer's close settles it (one version,
             # not an empty one in between).  A truncate with nothing open is a change of its own.
@@ -471,12 +474,36 @@ class Passthrough(pyfuse3.Operations):
             os.close(fd)
             raise
         info = self._file_info(fd, inode, rel, flags)
+        if stat.S_ISREG(st.st_mode):
+            await self._keep_cache_if_unchanged(info, inode, st)
         handle = self.handles[info.fh]
         if handle.writable and self.writes.is_memory(rel):
             handle.who = self.writes.who(ctx.uid, ctx.pid)
         if flags & os.O_TRUNC:
             handle.dirty = True
         return info
+
+    async def _keep_cache_if_unchanged(self, info: pyfuse3.FileInfo, inode: int, st: os.stat_result) -> None:
+        """The kernel keeps the pages it has of this file only if the file is as it was when they
+        were last known to match it.  The watcher drops them when the file changes beside the
+        mount; this catches a change it has not reported yet (or a mount without it), and then
+        also drops the size and mtime the kernel holds."""
+        node = self.inodes.nodes[inode]
+        now = (st.st_size, st.st_mtime_ns)
+        info.keep_cache = node.seen == now
+        if node.seen is not None and node.seen != now:
+            try:
+                await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inode, True)
+            except OSError:
+                pass  # the kernel no longer holds it: nothing is stale
+        node.seen = now
+
+    def _saw_own_write(self, handle: Handle) -> None:
+        """After our own writes the kernel's pages match the file (writes go through them)."""
+        node = self.inodes.nodes.get(handle.inode)
+        if node is not None:
+            st = os.fstat(handle.fd)
+            node.seen = (st.st_size, st.st_mtime_ns)
 
     async def create(self, parent_inode: int, name: bytes, mode: int, flags: int,
                      ctx: pyfuse3.RequestContext) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
@@ -509,7 +536,7 @@ class Passthrough(pyfuse3.Operations):
         if not handle.dirty and handle.who is not None:
             await self.writes.before_change(handle.path, own_handles=1)  # the first write since the last version
         written = os.pwrite(handle.fd, buf, off)
-        handle.dirty = handle.written = True
+        handle.dirty = handle.written = handle.wrote = True
         return written
 
     async def _index_if_dirty(self, handle: Handle, memory_only: bool = False) -> None:
@@ -529,7 +556,11 @@ class Passthrough(pyfuse3.Operations):
         # close() returns after FLUSH (RELEASE comes later, asynchronously): index memory files
         # here so a search right after close() sees the new content.  Anything else is settled
         # at RELEASE, which close() does not wait for.
-        await self._index_if_dirty(self.handles[fh], memory_only=True)
+        handle = self.handles[fh]
+        if handle.wrote:
+            handle.wrote = False
+            self._saw_own_write(handle)
+        await self._index_if_dirty(handle, memory_only=True)
 
     async def fsync(self, fh: int, datasync: bool) -> None:
         handle = self.handles[fh]
@@ -542,6 +573,8 @@ class Passthrough(pyfuse3.Operations):
     async def release(self, fh: int) -> None:
         handle = self.handles.pop(fh)
         try:
+            if handle.wrote:  # written after the last flush (through a mapping, or by a dup)
+                self._saw_own_write(handle)
             os.close(handle.fd)
         finally:
             self.inodes.closed(handle.inode)

@@ -91,14 +91,17 @@ export MEMFS_STATE_DIR=$ROOT/state
 mkdir -p "$ROOT/native" "$ROOT/mnt"
 cp -r workspace_template "$ROOT/ws"; mkdir -p "$ROOT/ws/memory"
 MOUNTED=
+FAILED=0
 cleanup() {
   [ -z "$MOUNTED" ] || "$MEMFS" umount "$ROOT/mnt" >/dev/null 2>&1 || "$MEMFS" umount --force "$ROOT/mnt" >/dev/null 2>&1 || true
+  # The index and history of a memory-file run reach hundreds of MB (a version per fsync): gone,
+  # as are the files, unless a run failed (fsx's message names the file to compare).
+  [ "$FAILED" != 0 ] || rm -rf "$ROOT/state" "$ROOT/ws" "$ROOT/native" "$ROOT/mnt"
 }
 trap cleanup EXIT
 "$MEMFS" mount "$ROOT/ws" "$ROOT/mnt"; MOUNTED=1
 
 echo "fsx $(basename "$SRC") ($FSX), $OPS ops, seed $SEED, options: $FSX_OPTS; logs: $LOGDIR"
-FAILED=0
 run() {  # run LABEL FILE [EXTRA_OPTION...]
   local label=$1 file=$2 out="$LOGDIR/$1.out" rc=0 t0 t1
   shift 2

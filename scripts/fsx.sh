@@ -96,7 +96,8 @@ cleanup() {
   [ -z "$MOUNTED" ] || "$MEMFS" umount "$ROOT/mnt" >/dev/null 2>&1 || "$MEMFS" umount --force "$ROOT/mnt" >/dev/null 2>&1 || true
   # The index and history of a memory-file run reach hundreds of MB (a version per fsync): gone,
   # as are the files, unless a run failed (fsx's message names the file to compare).
-  [ "$FAILED" != 0 ] || rm -rf "$ROOT/state" "$ROOT/ws" "$ROOT/native" "$ROOT/mnt"
+  # rmdir first: never rm -r through a mount that failed to go.
+  [ "$FAILED" != 0 ] || { rmdir "$ROOT/mnt" && rm -rf "$ROOT/state" "$ROOT/ws" "$ROOT/native"; } 2>/dev/null || true
 }
 trap cleanup EXIT
 "$MEMFS" mount "$ROOT/ws" "$ROOT/mnt"; MOUNTED=1

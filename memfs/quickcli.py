@@ -1,6 +1,6 @@
 """The ``memfs`` command's entry point, and its fast path: a read-only command (search, get,
 status, context) that a running daemon answers is asked and printed here, without importing
-click, pydantic or numpy (about 100 ms of a new process on a small machine).
+click, pydantic or numpy (importing them was half or more of such a command's time).
 
 It owns a strict subset of the command line: the global options --workspace/-w, --agent/-a,
 --mode, --config and --set (before or after the command name), and each command's own plain

@@ -1,5 +1,5 @@
-"""``python -m memfs`` is the ``memfs`` command."""
+"""``python -m memfs`` is the ``memfs`` command (its entry point is :mod:`memfs.quickcli`)."""
 
-from memfs.cli import main
+from memfs.quickcli import main
 
 main()

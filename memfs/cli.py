@@ -1,4 +1,5 @@
-"""The ``memfs`` command line: the only place that parses argv and prints."""
+"""The ``memfs`` command line: the only place that parses argv and prints (but for
+:mod:`memfs.quickcli`, the entry point, which answers a read-only command a daemon serves without it)."""
 
 from __future__ import annotations
 

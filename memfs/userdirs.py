@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import os
 import stat
-import typing
 from pathlib import Path
+
+TYPE_CHECKING = False  # typing is not imported by a command a daemon answers (see memfs.quickcli)
+if TYPE_CHECKING:
+    import typing
 
 CONFIG_FILE = ".memfs.toml"
 

@@ -3,8 +3,8 @@
 
     python scripts/bench_cli.py [--runs 10] [--load 0]
 
-Measured in one run, medians of --runs: wall time of `memfs --help`, `status`, `search <q>`,
-`get`, `context`, `history`, `index`, `sync < msg` as new processes:
+Measured in one run, medians of --runs: wall time of the `memfs` console script (`memfs --help`,
+`status`, `search <q>`, `get`, `context`, `history`, `index`, `sync < msg`) as new processes:
   first      nothing set up, no daemon running: the command starts one on demand (it is stopped
              again after each run, so every run is a first call)
   later      nothing set up, after a first call: the daemon it started answers
@@ -35,7 +35,10 @@ import time
 from pathlib import Path
 
 DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "locomo-dev"
-MEMFS = [sys.executable, "-m", "memfs"]
+# The console script, as a user runs it (`python -m memfs` takes the same way in: memfs.quickcli).
+SCRIPT = Path(sys.executable).parent / "memfs"
+MEMFS = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-m", "memfs"]
+HEAVY = ("click", "pydantic", "numpy")
 SYNC = ('[CLAWGPT-SYNC] {"messages": [{"id": "bench-%d", "chatId": "c1", "chatTitle": "Bench", "role": "user", '
         '"content": "Remember the ferry to Hydra, run %d", "timestamp": 1793613600000}]}')
 
@@ -66,6 +69,14 @@ def commands(ws: Path, *extra: str) -> dict[str, tuple[list[str], bytes | None]]
         "index": ([*MEMFS, *extra, "index", "-w", str(ws)], None),
         "sync < msg": ([*MEMFS, *extra, "sync", "-w", str(ws)], b""),
     }
+
+
+def heavy_imports(argv: list[str], env: dict[str, str]) -> list[str]:
+    """The heavy modules a command imports (none, when the daemon answers its fast path)."""
+    out = subprocess.run([sys.executable, "-X", "importtime", *argv] if argv[0] == str(SCRIPT)
+                         else [argv[0], "-X", "importtime", *argv[1:]], env=env, capture_output=True, text=True)
+    names = {line.rsplit("|", 1)[1].strip() for line in out.stderr.splitlines() if line.startswith("import time:")}
+    return sorted({name.split(".")[0] for name in names if name.split(".")[0] in HEAVY})
 
 
 def settle(ws: Path, env: dict[str, str]) -> None:
@@ -173,6 +184,8 @@ def main() -> int:
         wall([*MEMFS, "status", "-w", str(ws)], env)  # starts the daemon the later calls ask
         settle(ws, env)
         later = time_commands(ws, env, args.runs)
+        fast_path = {name: heavy_imports(commands(ws)[name][0], env) for name in ("status", "search", "get",
+                                                                                  "context")}
         stop_daemons(ws, env)
         mcp_alone = mcp_round_trip(ws, env, args.runs)
         mount(ws, mnt, env)
@@ -197,6 +210,8 @@ def main() -> int:
     for name in alone:
         cells = " ".join(f"{col[name] * 1000:>6.0f}ms {col[name] / alone[name]:>4.2f}x" for col in (first, later, mounted))
         print(f"{name:<12} {cells} {alone[name] * 1000:>8.0f}ms")
+    print("later calls import " + "; ".join(f"{name}: {', '.join(mods) or 'no click, pydantic nor numpy'}"
+                                            for name, mods in fast_path.items()))
     print(f"MCP memory_search round trip: {mcp_alone * 1000:.0f} ms (no daemon: the MCP server keeps the index), "
           f"{mcp_mounted * 1000:.0f} ms (mount up)")
     print(f"memfs umount, nothing pending:     median {statistics.median(idle) * 1000:.0f} ms, "

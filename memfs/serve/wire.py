@@ -19,16 +19,19 @@ way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from memfs.unixsock import check_peer, folder_path
 from memfs.userdirs import trusted_state_dir
+
+# Not typing, dataclasses nor hashlib at import: together they were a third of what a command that
+# a daemon answers spends before it asks (mypy takes this name as typing.TYPE_CHECKING).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 PROTOCOL = 1
 # The environment that decides a command's configuration (nothing else is sent): every MEMFS_*
@@ -55,34 +58,44 @@ def run_dir(env: dict[str, str] | None = None) -> Path:
 
 
 def daemon_key(workspace: str, agent: str, main: bool = True) -> str:
+    import hashlib
+
     return hashlib.sha256(f"{workspace}\0{agent}{'' if main else chr(0) + 'shared'}".encode()).hexdigest()[:16]
 
 
-@dataclass
 class Answer:
     """What a command prints: ``stdout`` and ``stderr`` as they are written, then ``error`` (the
     CLI prints ``Error: ...`` and exits 1, or 2 with ``usage``)."""
 
-    stdout: str = ""
-    stderr: str = ""
-    error: str | None = None
-    usage: bool = False
+    def __init__(self, stdout: str = "", stderr: str = "", error: str | None = None, usage: bool = False) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+        self.error = error
+        self.usage = usage
 
     def as_dict(self) -> dict[str, Any]:
         return {"stdout": self.stdout, "stderr": self.stderr, "error": self.error, "usage": self.usage}
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Answer) and self.as_dict() == other.as_dict()
 
-@dataclass
+    def __repr__(self) -> str:
+        return f"Answer({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
+
+
 class Invocation:
     """How a command was asked for: the global options, the current folder, the environment."""
 
-    workspace: str | None = None
-    agent: str | None = None
-    mode: str | None = None
-    config_file: str | None = None
-    overrides: list[str] = field(default_factory=list)
-    cwd: str = ""
-    env: dict[str, str] = field(default_factory=dict)
+    def __init__(self, workspace: str | None = None, agent: str | None = None, mode: str | None = None,
+                 config_file: str | None = None, overrides: list[str] | None = None, cwd: str = "",
+                 env: dict[str, str] | None = None) -> None:
+        self.workspace = workspace
+        self.agent = agent
+        self.mode = mode
+        self.config_file = config_file
+        self.overrides = [] if overrides is None else overrides
+        self.cwd = cwd
+        self.env = {} if env is None else env
 
     @classmethod
     def here(cls, opts: dict[str, Any]) -> Invocation:
@@ -93,6 +106,12 @@ class Invocation:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Invocation) and self.as_dict() == other.as_dict()
+
+    def __repr__(self) -> str:
+        return f"Invocation({', '.join(f'{k}={v!r}' for k, v in self.as_dict().items())})"
 
 
 def _cwd() -> str:

@@ -40,6 +40,7 @@ SYNC_DIR = "clawgpt-memory"
 LONG_TERM_NAMES = ("MEMORY.md", "memory.md")
 SESSIONS_DIR = "sessions"
 DAILY_NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[-_. ].*)?\.md$")
+_MEMORY_FOLDERS = ("memory/", f"{SYNC_DIR}/", f"{SESSIONS_DIR}/")
 SESSION_NAME = re.compile(r"^[^/]+\.jsonl(?:\.reset\.[^/]+)?$")
 
 
@@ -62,6 +63,8 @@ class OutsideWorkspace(ValueError):
 
 def classify(relpath: str, extra_patterns: list[str] | tuple[str, ...] = ()) -> FileKind:
     """The kind of a workspace-relative POSIX path (no leading slash)."""
+    if not extra_patterns and relpath not in LONG_TERM_NAMES and not relpath.startswith(_MEMORY_FOLDERS):
+        return FileKind.OTHER  # most paths a mount sees (a build, a checkout) are decided here, cheaply
     path = PurePosixPath(relpath)
     parts = path.parts
     if not parts or any(p.startswith(".") for p in parts):

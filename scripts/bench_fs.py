@@ -203,20 +203,21 @@ def c_passthrough() -> Path:
 
 
 @contextmanager
-def memfs_mount(base: Path, extra: list[str]) -> Iterator[Path]:
-    """A second memfs mount with other settings, on a workspace of its own."""
+def memfs_mount(base: Path, extra: list[str], python: str = sys.executable) -> Iterator[Path]:
+    """A second memfs mount with other settings (or another checkout's memfs: ``python``), on a
+    workspace of its own."""
     ws, mnt = base / "ws", base / "mnt"
     for d in (ws / "memory", mnt):
         d.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "MEMFS_STATE_DIR": str(base / "state")}
-    out = subprocess.run([sys.executable, "-m", "memfs", "mount", str(ws), str(mnt), *extra], env=env,
+    out = subprocess.run([python, "-m", "memfs", "mount", str(ws), str(mnt), *extra], env=env,
                          capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(out.stderr)
     try:
         yield mnt
     finally:
-        subprocess.run([sys.executable, "-m", "memfs", "umount", str(mnt)], env=env, capture_output=True)
+        subprocess.run([python, "-m", "memfs", "umount", str(mnt)], env=env, capture_output=True)
 
 
 @contextmanager
@@ -288,7 +289,8 @@ def main() -> int:
     parser.add_argument("--poll-off", action="store_true",
                         help="also a second memfs mount with mount.busy_poll_us=0, to see what polling buys")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
-                        help="also a memfs mount with these settings, e.g. --variant mount.quick_wait=false")
+                        help="also a memfs mount with these settings, e.g. --variant mount.quick_wait=false; "
+                             "python=PATH runs another checkout's memfs (same run: before and after)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                         help="mount setting, e.g. --set mount.watch=false")
     args = parser.parse_args()
@@ -309,9 +311,11 @@ def main() -> int:
     if args.poll_off:
         references["memfs poll off"] = lambda: memfs_mount(tmp / "poll-off", [*extra, "--set", "mount.busy_poll_us=0"])
     for number, variant in enumerate(args.variant):
-        settings = [arg for o in variant.split(",") for arg in ("--set", o)]
-        references[f"memfs {variant}"] = (lambda folder=tmp / f"variant-{number}", settings=settings:
-                                          memfs_mount(folder, [*extra, *settings]))
+        # python=PATH: that interpreter's memfs (another checkout, e.g. the last release) in the same run
+        python = next((o.split("=", 1)[1] for o in variant.split(",") if o.startswith("python=")), sys.executable)
+        settings = [arg for o in variant.split(",") if not o.startswith("python=") for arg in ("--set", o)]
+        references[f"memfs {variant}"] = (lambda folder=tmp / f"variant-{number}", settings=settings, python=python:
+                                          memfs_mount(folder, [*extra, *settings], python))
     import multiprocessing
 
     loops = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]

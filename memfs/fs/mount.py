@@ -260,7 +260,8 @@ class Daemon:
         try:
             pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
             if self.cfg.mount.quick_wait:
-                self.quick = fuseloop.install()
+                # The spin is a short busy poll: off with it.
+                self.quick = fuseloop.install(fuseloop.SPIN_S if self.cfg.mount.busy_poll_us else 0.0)
         except BaseException:
             self.socket.close()
             raise

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,9 +20,8 @@ RATE_KEY = "embed_rate"
 # A rate recorded longer ago than this means nobody is embedding now (a batch takes well under a
 # second with the local model, a few seconds with a remote server's large calls).
 ACTIVE_S = 30.0
-# How much one batch moves the running rate: batches vary (short units, long chunks), the rate
-# a reader is told should not.
-SMOOTHING = 0.2
+# The rate is measured over the batches of this long.
+WINDOW_S = 60.0
 # How often the rate is written to the index at most (each write is a small transaction).
 RECORD_EVERY_S = 1.0
 
@@ -97,15 +97,20 @@ class RateMeter:
         previous = read(store, 0)
         # A rate measured by an earlier run is a fair first guess (the same model, machine).
         self.rate = previous.rate
+        self._batches: deque[tuple[float, int, float]] = deque()  # (when, passages, seconds)
         self._recorded = 0.0
 
     def batch(self, passages: int, seconds: float) -> None:
         """``passages`` were embedded (and stored) in ``seconds``."""
         if passages <= 0 or seconds <= 0:
             return
-        measured = passages / seconds
-        self.rate = measured if self.rate <= 0 else (1 - SMOOTHING) * self.rate + SMOOTHING * measured
         now = time.monotonic()
+        self._batches.append((now, passages, seconds))
+        while self._batches and now - self._batches[0][0] > WINDOW_S:
+            self._batches.popleft()
+        # Over a window, not batch by batch: a batch of short units goes ten times faster than
+        # one of whole chunks, and a backlog holds both.
+        self.rate = sum(b[1] for b in self._batches) / sum(b[2] for b in self._batches)
         if now - self._recorded >= RECORD_EVERY_S:
             self._recorded = now
             self.store.set_meta(RATE_KEY, json.dumps({"rate": round(self.rate, 3), "at": round(time.time(), 1)}))

@@ -291,7 +291,7 @@ class Indexer:
         if self.meter is None or self.meter.store is not self.store:
             self.meter = RateMeter(self.store)
         done = 0
-        total = self.store.pending_count()
+        total = self.store.pending_count() if progress else 0  # a count of a large backlog costs
         per_call = self.cfg.embedding.texts_per_call  # a remote server: enough for all its requests in flight
         kinds = (
             (self.store.pending_chunks, self.store.store_vectors, lambda c: plain(c.text), per_call(batch)),

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -160,8 +162,10 @@ def _bar(label: str, rate: bool = False) -> tuple[Callable[[int, int], None], Ca
         if state["bar"] is None:
             if total < 20:
                 return
+            # click's bar shows the time left itself; the item slot shows the rate.
             state["bar"] = click.progressbar(length=total, label=label, file=sys.stderr, show_pos=rate,
-                                             item_show_func=(lambda _: speed(state["done"], total)) if rate else None)
+                                             item_show_func=(lambda _: speed(state["done"], total).split(",")[0])
+                                             if rate else None)
             state["bar"].__enter__()
         state["bar"].update(done - state["done"], current_item=done)
         state["done"] = done
@@ -171,6 +175,37 @@ def _bar(label: str, rate: bool = False) -> tuple[Callable[[int, int], None], Ca
             state["bar"].__exit__(None, None, None)
 
     return update, finish
+
+
+@contextlib.contextmanager
+def _daemon_progress(answerer: Any, bar: Callable[[int, int], None]) -> Iterator[None]:
+    """While a daemon runs `memfs index` (its answer comes at the end), ask it on a second
+    connection every second how many passages still wait, and feed ``bar`` with that."""
+    from memfs.serve.wire import Client
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        first: int | None = None
+        while not stop.wait(1.0):
+            client = Client(answerer.client.invocation)
+            try:
+                answer = client.run("status", {"json": True})
+            finally:
+                client.close()
+            if answer is None or answer.error is not None:
+                continue
+            pending = int(json.loads(answer.stdout).get("pending", 0))
+            first = pending if first is None else max(first, pending)
+            bar(first - pending, first)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
 
 
 def _emit(answer: Answer) -> None:
@@ -262,7 +297,10 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     args = {"json": as_json}
     with _answerer(opts) as answerer:
         if not rebuild:
-            answer = answerer.remote("index", args)
+            bar, done = _bar("embedding", rate=True)
+            with _daemon_progress(answerer, bar):
+                answer = answerer.remote("index", args)
+            done()
             if answer is not None:
                 _emit(answer)
                 return

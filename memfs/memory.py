@@ -475,12 +475,14 @@ class Memory:
         deadline = began + min(wait_ms, READ_WAIT_MS) / 1000
         if not self.indexer.embeds:
             return 0.0
+        slept = False
         while time.monotonic() < deadline:
             pending = self.store.pending_count()
             if not pending or pending > FEW_PENDING or not self.backlog(pending).active:
                 break
             time.sleep(0.005)
-        return round((time.monotonic() - began) * 1000, 1)
+            slept = True
+        return round((time.monotonic() - began) * 1000, 1) if slept else 0.0
 
     def backlog(self, pending: int | None = None) -> Backlog:
         """What waits for vectors, at the embedding rate last measured (by any process)."""

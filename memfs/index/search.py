@@ -179,11 +179,13 @@ class SearchResponse:
     pending: int = 0
     warnings: list[str] = field(default_factory=list)
     pending_note: str = ""  # how many passages wait for vectors and when they should be done
-    waited_ms: float = 0.0  # how long this answer waited for vectors (never more than 50 ms)
+    # How long this answer waited for vectors (at most 50 ms): told by a mount's .memfs/status,
+    # not in the answer, whose bytes the CLI and the search file share.
+    waited_ms: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
         return {"query": self.query, "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
-                "pending": self.pending, "pending_note": self.pending_note, "waited_ms": self.waited_ms}
+                "pending": self.pending, "pending_note": self.pending_note}
 
 
 @dataclass(frozen=True)

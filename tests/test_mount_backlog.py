@@ -30,7 +30,7 @@ def make_backlog(mounted, passages: int = BACKLOG) -> int:
         copy = 0
         while memory.pending < passages:
             copy += 1
-            numbered = re.sub(r"^## (\d\d:\d\d) - ", lambda m: f"## {m.group(1)} - (copy {copy}) ", text, flags=re.M)
+            numbered = re.sub(r"^## (\d\d:\d\d) - ", lambda m, n=copy: f"## {m.group(1)} - (copy {n}) ", text, flags=re.MULTILINE)
             target = mounted.mnt / "memory" / "archive" / f"2023-05-08-copy-{copy}.md"
             target.parent.mkdir(exist_ok=True)
             target.write_text(numbered)
@@ -43,7 +43,7 @@ def make_backlog(mounted, passages: int = BACKLOG) -> int:
 def searches(mounted) -> tuple[int, float]:
     """(search files rendered so far, the longest wait for vectors), as .memfs/status says."""
     text = (mounted.mnt / ".memfs" / "status").read_text()
-    found = re.search(r"^searches:\s+(\d+) search file rendering\(s\), the longest waited ([\d.]+) ms", text, re.M)
+    found = re.search(r"^searches:\s+(\d+) search file rendering\(s\), the longest waited ([\d.]+) ms", text, re.MULTILINE)
     assert found, text
     return int(found.group(1)), float(found.group(2))
 
@@ -103,7 +103,7 @@ def test_status_shows_the_backlog_progress_rate_and_time_left(mounted) -> None:
     assert re.search(r"pending:\s+\d+ passage\(s\) waiting for an embedding \(\d+% of \d+ embedded; "
                      r"[\d.]+/s, about \d+(\.\d)? (s|min|h) left\)", line), line
     shown = (mounted.mnt / ".memfs" / "status").read_text()
-    assert re.search(r"^pending: .*/s, about .* left\)$", shown, re.M), shown
+    assert re.search(r"^pending: .*/s, about .* left\)$", shown, re.MULTILINE), shown
     info = json.loads(memfs_cli("status", "--json", "-w", str(mounted.workspace),
                                 env={"MEMFS_STATE_DIR": str(mounted.state)}).stdout)
     assert info["pending"] > 0 and info["embed_rate"] > 0 and info["seconds_left"] > 0 and info["embedding_now"]

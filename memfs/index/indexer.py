@@ -313,7 +313,11 @@ class Indexer:
                              if item.hash in cached]
                     items += list(zip(fresh, vectors))
                     store(name, model, items)
-                    self.meter.batch(len(todo), time.monotonic() - began)
+                    # The rate a shared reader is told must not move with private text: batches
+                    # holding any are left out of it.
+                    ids = [getattr(item, "chunk_id", None) or item.id for item in todo]
+                    if not self.store.any_private(ids):
+                        self.meter.batch(len(todo), time.monotonic() - began)
                     done += len(todo)
                     if progress:
                         progress(done, max(total, done))

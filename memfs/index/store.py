@@ -479,6 +479,16 @@ class Store:
             rows = self.conn.execute(sql, args).fetchall()
         return [StoredChunk(*r) for r in rows]
 
+    def any_private(self, chunk_ids: Sequence[int]) -> bool:
+        """Whether any of these chunks is private."""
+        if not chunk_ids:
+            return False
+        marks = ",".join("?" * len(chunk_ids))
+        with self.lock:
+            row = self.conn.execute(f"SELECT 1 FROM chunks WHERE private = 1 AND id IN ({marks}) LIMIT 1",
+                                    list(chunk_ids)).fetchone()
+        return row is not None
+
     def pending_count(self) -> int:
         """Chunks and units still waiting for their vectors."""
         if not self.has_vectors:

@@ -50,6 +50,11 @@ def searches(mounted) -> tuple[int, float]:
 
 def test_a_read_during_a_backlog_renders_once_waits_for_no_vector_and_says_what_is_pending(mounted) -> None:
     (mounted.mnt / "memory" / "2026-11-20.md").write_text("- Warm-up: the model is loaded.\n")
+    memory = mounted.memory()
+    try:  # a first rate measured (a fresh index has none: the line then says so)
+        assert wait_until(lambda: memory.backlog().rate > 0, timeout=60)
+    finally:
+        memory.close()
     backlog = make_backlog(mounted)
     before, _ = searches(mounted)
     out = subprocess.run(["cat", str(mounted.mnt / "search" / "what is new with Caroline.md")],

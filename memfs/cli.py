@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +26,7 @@ if TYPE_CHECKING:
     from memfs.memory import Memory
 
 log = logging.getLogger("memfs")
+PLAIN_EVERY_S = 10.0  # how often `memfs index` says how far it got when stderr is not a terminal
 
 
 def _setup_logging(verbose: int) -> None:
@@ -136,17 +140,35 @@ def init(directory: Path | None, **opts: Any) -> None:
     click.echo(f"workspace ready: {target}")
 
 
-def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A click progress bar fed by (done, total) callbacks; drawn only on a terminal."""
-    state: dict[str, Any] = {"bar": None, "done": 0}
+def _bar(label: str, rate: bool = False) -> tuple[Callable[[int, int], None], Callable[[], None]]:
+    """A click progress bar fed by (done, total) callbacks on a terminal; elsewhere (a log, a
+    pipe), with ``rate``, a plain line every PLAIN_EVERY_S: done, total, rate and time left."""
+    from memfs.index.backlog import duration
+
+    state: dict[str, Any] = {"bar": None, "done": 0, "began": time.monotonic(), "said": time.monotonic()}
+
+    def speed(done: int, total: int) -> str:
+        elapsed = time.monotonic() - state["began"]
+        if not done or elapsed <= 0:
+            return ""
+        per_s = done / elapsed
+        return f"{per_s:.1f}/s, {duration((total - done) / per_s)} left"
 
     def update(done: int, total: int) -> None:
+        if not sys.stderr.isatty():
+            if rate and total >= 20 and time.monotonic() - state["said"] >= PLAIN_EVERY_S:
+                state["said"] = time.monotonic()
+                click.echo(f"{label}: {done} of {total} passages, {speed(done, total)}", err=True)
+            return
         if state["bar"] is None:
             if total < 20:
                 return
-            state["bar"] = click.progressbar(length=total, label=label, file=sys.stderr)
+            # click's bar shows the time left itself; the item slot shows the rate.
+            state["bar"] = click.progressbar(length=total, label=label, file=sys.stderr, show_pos=rate,
+                                             item_show_func=(lambda _: speed(state["done"], total).split(",")[0])
+                                             if rate else None)
             state["bar"].__enter__()
-        state["bar"].update(done - state["done"])
+        state["bar"].update(done - state["done"], current_item=done)
         state["done"] = done
 
     def finish() -> None:
@@ -154,6 +176,37 @@ def _bar(label: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
             state["bar"].__exit__(None, None, None)
 
     return update, finish
+
+
+@contextlib.contextmanager
+def _daemon_progress(answerer: Any, bar: Callable[[int, int], None]) -> Iterator[None]:
+    """While a daemon runs `memfs index` (its answer comes at the end), ask it on a second
+    connection every second how many passages still wait, and feed ``bar`` with that."""
+    from memfs.serve.wire import Client
+
+    stop = threading.Event()
+
+    def watch() -> None:
+        first: int | None = None
+        while not stop.wait(1.0):
+            client = Client(answerer.client.invocation)
+            try:
+                answer = client.run("status", {"json": True})
+            finally:
+                client.close()
+            if answer is None or answer.error is not None:
+                continue
+            pending = int(json.loads(answer.stdout).get("pending", 0))
+            first = pending if first is None else max(first, pending)
+            bar(first - pending, first)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()
 
 
 def _emit(answer: Answer) -> None:
@@ -245,7 +298,10 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     args = {"json": as_json}
     with _answerer(opts) as answerer:
         if not rebuild:
-            answer = answerer.remote("index", args)
+            bar, done = _bar("embedding", rate=True)
+            with _daemon_progress(answerer, bar):
+                answer = answerer.remote("index", args)
+            done()
             if answer is not None:
                 _emit(answer)
                 return
@@ -256,7 +312,7 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
             ondemand.stop(cfg.workspace, cfg.agent, answerer.client.invocation.env or None)
         memory, cfg = answerer.local()
         files_bar, files_done = _bar("reading files")
-        embed_bar, embed_done = _bar("embedding chunks")
+        embed_bar, embed_done = _bar("embedding", rate=True)
         if rebuild:
             from memfs.memory import IndexBusy
 
@@ -332,7 +388,7 @@ def get(path: str, from_line: int, lines: int | None, messages: bool, as_json: b
 def status(as_json: bool, **opts: Any) -> None:
     """Files, chunks, pending embeddings, provider and index size."""
     with _answerer(opts) as answerer:
-        _emit(answerer.answer("status", {"json": as_json}))
+        _emit(answerer.answer("status", {"json": as_json, "tty": sys.stdout.isatty()}))
 
 
 @main.command()

@@ -122,7 +122,7 @@ def status(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     stderr = ""
     if not info["indexed"]:
         stderr = f"warning: this workspace has not been indexed yet for agent {cfg.agent}: run `memfs index`\n"
-    return Answer(stdout=render_status(info), stderr=stderr)
+    return Answer(stdout=render_status(info, bar=bool(args.get("tty"))), stderr=stderr)
 
 
 def context(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:

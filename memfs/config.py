@@ -37,6 +37,7 @@ from pydantic.fields import FieldInfo
 from memfs.userdirs import CONFIG_FILE, config_file_candidates, default_state_dir, trusted_state_dir  # noqa: F401
 
 log = logging.getLogger(__name__)
+READ_WAIT_MS = 50  # the most any read waits for vectors (memfs.memory)
 
 
 class ConfigError(ValueError):
@@ -99,8 +100,18 @@ class SearchConfig(_Section):
     # before, 1,030; on the LoCoMo dev set 800 / 1000 / 1200 / 1400 gave R@6 .816 / .832 / .845
     # / .850 at 824 / 932 / 1014 / 1068 tokens).
     snippet_chars: int = Field(1200, ge=80, le=20_000)
-    # How long a search waits for freshly written chunks to be embedded before answering.
-    pending_wait_ms: int = Field(1000, ge=0, le=60_000)
+    # How long a search may wait for a just-written note's few passages to get their vectors
+    # (only while a process is embedding them, never for a backlog): at most READ_WAIT_MS.
+    pending_wait_ms: int = Field(READ_WAIT_MS, ge=0, le=60_000)
+
+    @field_validator("pending_wait_ms")
+    @classmethod
+    def _capped(cls, value: int) -> int:
+        if value > READ_WAIT_MS:
+            log.warning("search.pending_wait_ms = %d: a read waits at most %d ms for vectors (it answers from what "
+                        "is embedded and says what is pending); using %d", value, READ_WAIT_MS, READ_WAIT_MS)
+            return READ_WAIT_MS
+        return value
 
 
 class EmbeddingConfig(_Section):

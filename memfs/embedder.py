@@ -13,10 +13,12 @@ from memfs.memory import Memory
 
 log = logging.getLogger(__name__)
 
-# Chunks per call to the local model: about half a second of work here (~13 chunks/s on 2 cores),
-# so a stop never waits longer than that for the call in progress.  A remote server gets enough
-# for all its requests in flight at once (EmbeddingConfig.texts_per_call).
-BATCH = 8
+# Passages per call to the local model: a few tenths of a second of work here (a chunk's window
+# takes ~0.15 s on 2 cores), so a stop never waits long for the call in progress, and a note just
+# written goes ahead of a backlog within a second (each call takes what is first in the queue
+# then).  A remote server gets enough for all its requests in flight at once
+# (EmbeddingConfig.texts_per_call).
+BATCH = 2
 RETRY_S = 30.0
 
 

@@ -26,7 +26,7 @@ np = lazy_module("numpy")
 
 from memfs import longpath, notes
 from memfs.cleantext import clean_text, describe
-from memfs.config import MAIN_MODE, SHARED_MODE, Config, PrivacyConfig
+from memfs.config import MAIN_MODE, READ_WAIT_MS, SHARED_MODE, Config, PrivacyConfig
 from memfs.history.keeper import (
     History,
     NoSuchVersion,  # noqa: F401  (front ends take them from here)
@@ -34,6 +34,8 @@ from memfs.history.keeper import (
 from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
 from memfs.history.store import FAILURES as HISTORY_FAILURES
 from memfs.history.store import Forgotten, HistoryError, Version  # noqa: F401
+from memfs.index.backlog import Backlog
+from memfs.index.backlog import read as read_backlog
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.messages import as_text as messages_as_text
 from memfs.index.messages import parse_jsonl, session_header
@@ -70,6 +72,9 @@ from memfs.workspace import (
 log = logging.getLogger(__name__)
 
 GET_DEFAULT_LINES = 200
+# How few passages may be pending for a read to wait at all (at most READ_WAIT_MS, to which
+# search.pending_wait_ms is capped): a note just written, not a backlog.
+FEW_PENDING = 16
 GET_MAX_CHARS = 20_000
 
 
@@ -431,12 +436,7 @@ class Memory:
                 f"this workspace has not been indexed yet for agent {self.cfg.agent}: run `memfs index` "
                 "(a mount or `memfs watch` keeps it current)"
             )
-        wait = self.cfg.search.pending_wait_ms if wait_ms is None else wait_ms
-        deadline = time.monotonic() + wait / 1000
-        # Freshly written chunks: embed them now (or wait for the worker doing so) within budget.
-        while self.indexer.embeds and self.store.pending_count() and time.monotonic() < deadline:
-            if not self.embed_pending(limit=8) and (self.provider_error or self._stopping.is_set()):
-                break
+        waited_ms = self._wait_for_vectors(self.cfg.search.pending_wait_ms if wait_ms is None else wait_ms)
         provider = self.provider
         embedding = (self._query_pool.submit(self._embed_query, query[:QUERY_EMBED_CHARS])
                      if provider.dims else None)
@@ -453,6 +453,7 @@ class Memory:
         if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
             warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
         warnings += self._file_warnings(results, privacy)
+        backlog = self.backlog(pending)
         return SearchResponse(
             query=query,
             results=results,
@@ -461,7 +462,31 @@ class Memory:
             generation=generation,
             pending=pending,
             warnings=warnings,
+            pending_note=backlog.line(),
+            waited_ms=waited_ms,
         )
+
+    def _wait_for_vectors(self, wait_ms: int) -> float:
+        """Give a process that is embedding a just-written note's few passages a moment to
+        finish, at most READ_WAIT_MS in all; a read never embeds, and never waits on a backlog
+        (more than FEW_PENDING passages): it answers from what has vectors now.  Returns the
+        milliseconds waited."""
+        began = time.monotonic()
+        deadline = began + min(wait_ms, READ_WAIT_MS) / 1000
+        if not self.indexer.embeds:
+            return 0.0
+        slept = False
+        while time.monotonic() < deadline:
+            pending = self.store.pending_count()
+            if not pending or pending > FEW_PENDING or not self.backlog(pending).active:
+                break
+            time.sleep(0.005)
+            slept = True
+        return round((time.monotonic() - began) * 1000, 1) if slept else 0.0
+
+    def backlog(self, pending: int | None = None) -> Backlog:
+        """What waits for vectors, at the embedding rate last measured (by any process)."""
+        return read_backlog(self.store, self.store.pending_count() if pending is None else pending)
 
     def _embed_query(self, query: str) -> np.ndarray | None:
         try:
@@ -648,6 +673,7 @@ class Memory:
             "mode": privacy.mode,
             "indexed": self.store.get_meta("reconciled_at") is not None,
             **counts,
+            **self._progress(counts),
             "provider": self.cfg.embedding.provider,
             "model": recorded.get("model", ""),
             "dims": recorded.get("dims", 0),
@@ -669,6 +695,12 @@ class Memory:
             for key in ("generation", "index_path", "index_bytes", "cached_embeddings"):
                 info.pop(key)
         return info
+
+    def _progress(self, counts: dict[str, int]) -> dict[str, object]:
+        """How far embedding has got: the rate, the time left, whether a process embeds now."""
+        backlog = self.backlog(counts["pending"]).as_dict()
+        backlog.pop("pending")
+        return {**backlog, "passages": counts["chunks"] + counts["units"]}
 
     def problems(self, privacy: Privacy) -> dict[str, tuple[str, str]]:
         """Files not indexed (why) or not all text (what), that ``privacy`` may know of: for a

@@ -361,6 +361,11 @@ def test_links_that_lead_out_or_into_the_mount_itself(both) -> None:
 def test_shared_views_do_not_move_with_private_edits(both) -> None:
     main, shared = both
     sh = shared.mnt
+    memory = shared.memory()
+    try:  # searches do not wait for vectors: the public ones are all there before comparing
+        assert wait_until(lambda: memory.pending == 0, timeout=120)
+    finally:
+        memory.close()
     status = (sh / ".memfs" / "status").read_text()
     assert "generation" not in status and "cache:" not in status and ".sqlite" not in status
     assert "generation" not in (sh / "search" / "team picnic.md").read_text().splitlines()[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from mounts import memfs_cli
+from mounts import memfs_cli, wait_until
 
 pytestmark = pytest.mark.fuse
 
@@ -21,7 +21,13 @@ pytestmark = pytest.mark.fuse
 def vmount(workspace: Path, mount_factory, locomo_day):
     locomo_day(workspace)
     write(workspace / "MEMORY.md", "# Memory\n\n- PRIVATE-MARKER-5521: the spare key is under the blue pot.\n")
-    return mount_factory(workspace, "main", "--set", "bundle.timezone=UTC")
+    mounted = mount_factory(workspace, "main", "--set", "bundle.timezone=UTC")
+    memory = mounted.memory()
+    try:  # reads do not wait for vectors: these tests compare answers made after embedding
+        assert wait_until(lambda: memory.pending == 0, timeout=120)
+    finally:
+        memory.close()
+    return mounted
 
 
 def run(*cmd: str, cwd: Path) -> bytes:

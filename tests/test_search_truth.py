@@ -242,6 +242,7 @@ def test_search_while_only_the_chunks_are_embedded(workspace: Path, make_memory,
     """The background embedder does chunks first, then their units: a search in between (any
     CLI command beside a busy daemon) scores by the chunks' vectors, never fails."""
     locomo_day(workspace)
+    (workspace / "MEMORY.md").unlink()  # it goes first, units and all (see Indexer.embed_pending)
     memory = make_memory(workspace)
     memory.indexer.reconcile()
     memory.indexer.embed_pending(limit=memory.store.pending_count() - len(memory.store.pending_units(100_000)))

@@ -9,7 +9,9 @@ mounted whole.  A shared-mode mount renders everything for the shared view, and 
 
 A file's bytes are rendered when it is looked up or opened; ``stat`` reports the size of the bytes
 the next open will read, and an open handle keeps its own snapshot, so a reader never sees a
-result change under it.  Search results are cached per index generation.
+result change under it.  Search results are cached per index generation, and while vectors are
+still arriving a rendering serves the lookup, open and fstat of one read (for REUSE_S, unless the
+text of the index changed meanwhile), so a ``cat`` renders once.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ STATUS = "status"
 RECENT_QUERIES = 50
 NAME_MAX = 255
 MAX_QUERY_NODES = 2000
+REUSE_S = 1.0  # how long a search file's rendering serves the lookups and opens that follow it
 
 
 def parse_folder(name: str) -> SearchOptions:
@@ -77,6 +80,10 @@ class VirtualTree:
         self._next = FIRST_INODE
         self.recent: OrderedDict[str, None] = OrderedDict()  # query file names, newest last
         self.top: dict[str, int] = {}  # name at the mount's root -> inode
+        # What .memfs/status tells of the search files: how often they were rendered, and the
+        # longest any rendering waited for vectors.
+        self.renders = 0
+        self.longest_wait_ms = 0.0
         if prefix:
             folder = self._add(prefix, 1, True)
             self.top[prefix] = folder.inode
@@ -119,11 +126,15 @@ class VirtualTree:
         info = self.memory.status(mode=self.mode)
         info["mounted_at"] = self.mounted_at
         info["uptime_s"] = round(time.time() - self.memory.started, 1)
+        info["search_renders"] = self.renders
+        info["longest_vector_wait_ms"] = self.longest_wait_ms
         return render_status(info).encode()
 
     def _search_renderer(self, query: str, ext: str, options: SearchOptions) -> Callable[[], bytes]:
         def render() -> bytes:
             response = self.memory.search(query, options=options, mode=self.mode)
+            self.renders += 1
+            self.longest_wait_ms = max(self.longest_wait_ms, response.waited_ms)
             text = render_json(response) if ext == "json" else render_markdown(response)
             return text.encode()
 
@@ -199,16 +210,26 @@ class VirtualTree:
         assert node.render is not None
         if node.size is not None:
             return node.render()  # a version: never changes, and is not kept in memory
-        generation = self.memory.store.generation
+        store = self.memory.store
+        generation = store.generation
+        search = self.is_search(node)
         # Search results depend on the index only: cache them per generation (unless chunks are
         # still waiting for vectors).  Bundles read any file and status changes by the second.
-        cacheable = self.is_search(node) and not self.memory.pending
-        if node.rendered_at != generation or not cacheable:
+        cacheable = search and not self.memory.pending
+        # One `cat` looks the file up, opens it and fstats it: each would render it again while
+        # vectors keep arriving.  A rendering made a moment ago serves them all, as long as no
+        # text changed since (only vectors): the size stat reports is the size the open reads.
+        content_generation = store.content_generation if search else -1
+        recent = (search and node.rendered_mono is not None and node.rendered_content == content_generation
+                  and time.monotonic() - node.rendered_mono < REUSE_S)
+        if (node.rendered_at != generation or not cacheable) and not recent:
             content = node.render()
             if content != node.content or node.mtime_ns is None:
                 node.mtime_ns = time.time_ns()  # so tools that compare size and time see a change
             node.content = content
             node.rendered_at = generation
+            node.rendered_content = content_generation
+            node.rendered_mono = time.monotonic()
         return node.content
 
     def listing(self, inode: int) -> list[VNode]:

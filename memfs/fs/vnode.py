@@ -21,6 +21,8 @@ class VNode:
     render: Callable[[], bytes] | None = None  # files only
     content: bytes = b""
     rendered_at: int = -1  # index generation of `content` (-1: never rendered)
+    rendered_content: int = -1  # the index's content generation then (search files)
+    rendered_mono: float | None = None  # time.monotonic() of that rendering
     children: dict[str, int] = field(default_factory=dict)
     # history/ nodes: what they stand for (see memfs.fs.historyfiles)
     hkind: str = ""  # "dir" (a folder of paths), "file" (a file's versions), "version", "diffdir", "diff"

@@ -37,6 +37,7 @@ LOCAL_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014
 LOCAL_MODEL_SIZE = 22_928_619
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 LOCAL_MAX_PIECES = 256  # MiniLM was trained on 256 word pieces
+URGENT_TEXTS = 2  # a call of this few texts is a query: it runs beside bulk work, not after it
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 DOWN_S = 30.0  # a server found down is not asked again for this long (see OpenAIProvider._down)
 OPENAI_DIMS = {"text-embedding-3-small": 1536, "text-embedding-3-large": 3072, "text-embedding-ada-002": 1536}
@@ -137,7 +138,9 @@ class LocalProvider:
         self.max_input_tokens = INPUT_TOKENS["local"]
         self.cls_id = self.tokenizer.token_to_id("[CLS]") or 101
         self.sep_id = self.tokenizer.token_to_id("[SEP]") or 102
-        self._lock = threading.Lock()  # one inference at a time keeps peak memory low
+        # One bulk inference at a time keeps peak memory low; a query (a call of a few texts)
+        # runs beside it, so a search never waits for a backlog's run to finish.
+        self._lock = threading.Lock()
 
     def _windows(self, text: str) -> list[list[int]]:
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -152,7 +155,13 @@ class LocalProvider:
                 break
         return windows
 
-    def _run(self, windows: list[list[int]]) -> np.ndarray:
+    def _session_run(self, feeds: dict[str, np.ndarray], urgent: bool) -> np.ndarray:
+        if urgent:  # onnxruntime runs one session from several threads at once
+            return self.session.run(None, feeds)[0]
+        with self._lock:
+            return self.session.run(None, feeds)[0]
+
+    def _run(self, windows: list[list[int]], urgent: bool = False) -> np.ndarray:
         length = max(len(w) for w in windows)
         ids = np.zeros((len(windows), length), dtype=np.int64)
         mask = np.zeros((len(windows), length), dtype=np.int64)
@@ -162,8 +171,7 @@ class LocalProvider:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        with self._lock:
-            hidden = self.session.run(None, feeds)[0]
+        hidden = self._session_run(feeds, urgent)
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalise(pooled)
@@ -180,10 +188,11 @@ class LocalProvider:
         # Sorting by length keeps padding (wasted work) small within each batch.
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
         pooled = np.zeros((len(windows), self.dims), dtype=np.float32)
+        urgent = len(texts) <= URGENT_TEXTS
         batch = 8
         for begin in range(0, len(order), batch):
             chosen = order[begin : begin + batch]
-            pooled[chosen] = self._run([windows[i] for i in chosen])
+            pooled[chosen] = self._run([windows[i] for i in chosen], urgent)
         out = np.zeros((len(texts), self.dims), dtype=np.float32)
         np.add.at(out, owners, pooled)
         return _normalise(out)

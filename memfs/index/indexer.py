@@ -9,6 +9,7 @@ off any latency-critical path.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import errno
 import hashlib
 import logging
@@ -20,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memfs.lazy import lazy_module
 
@@ -29,13 +31,24 @@ from memfs import longpath
 from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking
+from memfs.index.backlog import RateMeter
 from memfs.index.embeddings import INPUT_TOKENS, Provider
 from memfs.index.messages import parse_jsonl, session_header
 from memfs.index.store import FileRecord, Store
 from memfs.index.text import fts_body
 from memfs.index.units import plain
 from memfs.privacy import Privacy, open_resolved, opened_at, resolve_within
-from memfs.workspace import FileKind, classify, daily_date, iter_memory_files, name_is_text, shown
+from memfs.workspace import (
+    LONG_TERM_NAMES,
+    FileKind,
+    classify,
+    daily_date,
+    iter_memory_files,
+    name_is_text,
+    shown,
+    timezone,
+    today,
+)
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +56,9 @@ CHUNKER_VERSION = 6  # 3: chunks carry units; 4: the model reads text without Ma
 # 5: facts (list items, key: value lines) are units with twins; 6: a JSONL chunk holds one chat,
 # headed by its title, and its messages carry the title (with twins read without it)
 Progress = Callable[[int, int], None]
+# What the embedding queue takes before older history: today and yesterday, the days the context
+# bundle reads.
+RECENT_DAYS = 2
 
 
 @dataclass(frozen=True)
@@ -82,6 +98,7 @@ class Indexer:
         self.provider_source = provider
         self.identity_source = identity
         self.privacy = Privacy(cfg.privacy.private_paths, SHARED_MODE)
+        self.meter: RateMeter | None = None
 
     @property
     def provider(self) -> Provider | None:
@@ -261,15 +278,20 @@ class Indexer:
 
     def embed_pending(self, batch: int = 16, limit: int | None = None, progress: Progress | None = None,
                       stop: threading.Event | None = None) -> int:
-        """Embed chunks, then units, that have no vector yet (chunks first: they are what
-        candidate retrieval needs); returns how many were embedded.  ``stop`` ends it between
-        batches."""
+        """Embed what has no vector yet, the right things first: MEMORY.md, then what is dated in
+        the last RECENT_DAYS (the latest day first), then everything else, the last written first
+        (a note written now goes before a 30 MB transcript copied in a minute ago).  Within each,
+        chunks before units: chunks are what candidate retrieval needs, a unit without its own
+        vector is judged by its chunk's.  Returns how many were embedded; ``stop`` ends it
+        between batches."""
         if not self.embeds:
             return 0
         assert self.provider is not None
         name, model, _ = self.identity_source()
+        if self.meter is None or self.meter.store is not self.store:
+            self.meter = RateMeter(self.store)
         done = 0
-        total = self.store.pending_count()
+        total = self.store.pending_count() if progress else 0  # a count of a large backlog costs
         per_call = self.cfg.embedding.texts_per_call  # a remote server: enough for all its requests in flight
         kinds = (
             (self.store.pending_chunks, self.store.store_vectors, lambda c: plain(c.text), per_call(batch)),
@@ -277,22 +299,34 @@ class Indexer:
             (self.store.pending_units, self.store.store_unit_vectors, lambda u: u.embedding_text,
              per_call(batch * 4)),
         )
-        for pending, store, text_of, size in kinds:
-            while (limit is None or done < limit) and not (stop is not None and stop.is_set()):
-                todo = pending(size if limit is None else min(size, limit - done))
-                if not todo:
-                    break
-                cached = self.store.cached_vectors(name, model, [item.hash for item in todo])
-                fresh = [item for item in todo if item.hash not in cached]
-                vectors = self.provider.embed([text_of(item) for item in fresh]) if fresh else []
-                items = [(item, np.frombuffer(cached[item.hash], dtype=np.float32)) for item in todo
-                         if item.hash in cached]
-                items += list(zip(fresh, vectors))
-                store(name, model, items)
-                done += len(todo)
-                if progress:
-                    progress(done, max(total, done))
+        for tier in self._tiers():
+            for pending, store, text_of, size in kinds:
+                while (limit is None or done < limit) and not (stop is not None and stop.is_set()):
+                    began = time.monotonic()
+                    todo = pending(size if limit is None else min(size, limit - done), **tier)
+                    if not todo:
+                        break
+                    cached = self.store.cached_vectors(name, model, [item.hash for item in todo])
+                    fresh = [item for item in todo if item.hash not in cached]
+                    vectors = self.provider.embed([text_of(item) for item in fresh]) if fresh else []
+                    items = [(item, np.frombuffer(cached[item.hash], dtype=np.float32)) for item in todo
+                             if item.hash in cached]
+                    items += list(zip(fresh, vectors))
+                    store(name, model, items)
+                    # The rate a shared reader is told must not move with private text: batches
+                    # holding any are left out of it.
+                    ids = [getattr(item, "chunk_id", None) or item.id for item in todo]
+                    if not self.store.any_private(ids):
+                        self.meter.batch(len(todo), time.monotonic() - began)
+                    done += len(todo)
+                    if progress:
+                        progress(done, max(total, done))
         return done
+
+    def _tiers(self) -> tuple[dict[str, Any], ...]:
+        """The embedding queue's parts, first to last (see Store.pending_chunks)."""
+        first_recent = today(timezone(self.cfg.bundle.timezone)) - dt.timedelta(days=RECENT_DAYS - 1)
+        return ({"paths": LONG_TERM_NAMES}, {"since": first_recent.isoformat()}, {})
 
     def reconcile(self, progress: Progress | None = None) -> list[Outcome]:
         """Bring the index in line with the files: new, changed (by hash) and deleted files."""

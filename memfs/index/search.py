@@ -178,9 +178,14 @@ class SearchResponse:
     generation: int | None = 0  # None: not shown (a shared view)
     pending: int = 0
     warnings: list[str] = field(default_factory=list)
+    pending_note: str = ""  # how many passages wait for vectors and when they should be done
+    # How long this answer waited for vectors (at most 50 ms): told by a mount's .memfs/status,
+    # not in the answer, whose bytes the CLI and the search file share.
+    waited_ms: float = 0.0
 
     def as_dict(self) -> dict[str, object]:
-        return {"query": self.query, "results": [r.as_dict() for r in self.results], "warnings": self.warnings}
+        return {"query": self.query, "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
+                "pending": self.pending, "pending_note": self.pending_note}
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -157,6 +157,7 @@ class Store:
         self.outdated = self._schema_found() not in (None, SCHEMA_VERSION)
         if not self.outdated:
             self._create_schema()
+            self._day_index()
         self._matrix: VectorMatrix | None = None
         self._matrix_version = -1
 
@@ -237,6 +238,15 @@ class Store:
                 """
             )
 
+    def _day_index(self) -> None:
+        """The index that finds recent passages for the embedding queue (added after schema 6:
+        an index of an earlier memfs gets it here, without a rebuild)."""
+        with self.lock:
+            if self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_day'").fetchone():
+                return
+        with self._writing():
+            self.conn.execute("CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)")
+
     def get_meta(self, key: str) -> str | None:
         with self.lock:
             row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -277,15 +287,26 @@ class Store:
     def generation(self) -> int:
         return int(self.get_meta("generation") or 0)
 
+    @property
+    def content_generation(self) -> int:
+        """Bumped by changes of text (files indexed, moved, removed), not by vectors arriving: a
+        reader may reuse a rendering made a moment ago while only vectors came in."""
+        return int(self.get_meta("content_generation") or 0)
+
     @contextmanager
-    def transaction(self) -> Iterator[apsw.Connection]:
-        """One atomic change; bumps the generation so readers know the index moved."""
+    def transaction(self, vectors_only: bool = False) -> Iterator[apsw.Connection]:
+        """One atomic change; bumps the generation so readers know the index moved (and the
+        content generation, unless it only adds vectors)."""
         with self._writing():
             self._writes += 1
             yield self.conn
             self.conn.execute(
                 "UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'"
             )
+            if not vectors_only:
+                self.conn.execute(
+                    "INSERT INTO meta(key, value) VALUES ('content_generation', '1') "
+                    "ON CONFLICT(key) DO UPDATE SET value = CAST(value AS INTEGER) + 1")
 
     # -- files ---------------------------------------------------------------------------------
 
@@ -435,13 +456,38 @@ class Store:
                     found[digest] = blob
         return found
 
-    def pending_chunks(self, limit: int) -> list[StoredChunk]:
+    # The embedding queue, in the order the indexer asks for it (see Indexer.embed_pending):
+    # ``paths`` (MEMORY.md), else what is dated ``since`` or later (latest day first), else
+    # everything, the last written first (chunk ids grow with every write).  Each is a range of
+    # an index, so taking the next batch costs the same behind 200 passages or 200,000.
+
+    def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredChunk]:
+        columns = "id, path, start_line, end_line, hash, text"
+        if paths:
+            marks = ",".join("?" * len(paths))
+            sql = (f"SELECT {columns} FROM chunks INDEXED BY chunks_path WHERE embedded = 0 AND path IN ({marks}) "
+                   "ORDER BY id DESC LIMIT ?")
+            args: tuple[object, ...] = (*paths, limit)
+        elif since is not None:
+            sql = (f"SELECT {columns} FROM chunks INDEXED BY chunks_day WHERE embedded = 0 AND last_day >= ? "
+                   "ORDER BY last_day DESC, id DESC LIMIT ?")
+            args = (since, limit)
+        else:
+            sql = f"SELECT {columns} FROM chunks WHERE embedded = 0 ORDER BY id DESC LIMIT ?"
+            args = (limit,)
         with self.lock:
-            rows = self.conn.execute(
-                "SELECT id, path, start_line, end_line, hash, text FROM chunks WHERE embedded = 0 ORDER BY id LIMIT ?",
-                (limit,),
-            ).fetchall()
+            rows = self.conn.execute(sql, args).fetchall()
         return [StoredChunk(*r) for r in rows]
+
+    def any_private(self, chunk_ids: Sequence[int]) -> bool:
+        """Whether any of these chunks is private."""
+        if not chunk_ids:
+            return False
+        marks = ",".join("?" * len(chunk_ids))
+        with self.lock:
+            row = self.conn.execute(f"SELECT 1 FROM chunks WHERE private = 1 AND id IN ({marks}) LIMIT 1",
+                                    list(chunk_ids)).fetchone()
+        return row is not None
 
     def pending_count(self) -> int:
         """Chunks and units still waiting for their vectors."""
@@ -452,17 +498,29 @@ class Store:
             units = self.conn.execute("SELECT count(*) FROM units WHERE vector IS NULL").fetchone()[0]
         return int(chunks) + int(units)
 
-    def pending_units(self, limit: int) -> list[StoredUnit]:
+    def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredUnit]:
+        columns = "u.id, u.chunk_id, u.start_line, u.end_line, u.hash, u.text, u.context, u.vector, u.reading"
+        if paths:
+            marks = ",".join("?" * len(paths))
+            sql = (f"SELECT {columns} FROM chunks c INDEXED BY chunks_path CROSS JOIN units u ON u.chunk_id = c.id "
+                   f"WHERE c.path IN ({marks}) "
+                   "AND u.vector IS NULL ORDER BY u.id DESC LIMIT ?")
+            args: tuple[object, ...] = (*paths, limit)
+        elif since is not None:
+            sql = (f"SELECT {columns} FROM chunks c INDEXED BY chunks_day CROSS JOIN units u ON u.chunk_id = c.id "
+                   "WHERE c.last_day >= ? AND u.vector IS NULL ORDER BY c.last_day DESC, u.id DESC LIMIT ?")
+            args = (since, limit)
+        else:
+            sql = f"SELECT {columns} FROM units u WHERE u.vector IS NULL ORDER BY u.id DESC LIMIT ?"
+            args = (limit,)
         with self.lock:
-            rows = self.conn.execute(
-                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector, reading FROM units "
-                "WHERE vector IS NULL ORDER BY id LIMIT ?", (limit,)).fetchall()
+            rows = self.conn.execute(sql, args).fetchall()
         return [StoredUnit(*r) for r in rows]
 
     def store_unit_vectors(self, provider: str, model: str, items: list[tuple[StoredUnit, np.ndarray]]) -> None:
         """Cache fresh unit vectors and attach them to units that still have the same text."""
         now = time.time()
-        with self.transaction() as conn:
+        with self.transaction(vectors_only=True) as conn:
             for unit, vector in items:
                 full = np.asarray(vector, dtype=np.float32)
                 conn.execute(
@@ -489,7 +547,7 @@ class Store:
         """Save freshly computed vectors in the cache and attach them to chunks that still exist
         with the same text (a file may have changed while it was being embedded)."""
         now = time.time()
-        with self.transaction() as conn:
+        with self.transaction(vectors_only=True) as conn:
             for chunk, vector in items:
                 blob = np.asarray(vector, dtype=np.float32).tobytes()
                 conn.execute(

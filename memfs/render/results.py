@@ -40,8 +40,8 @@ def render_markdown(response: SearchResponse) -> str:
     ]
     for warning in response.warnings:
         lines += ["", f"> warning: {warning}"]
-    if response.pending:
-        lines += ["", f"> {response.pending} passage(s) are not embedded yet: they are found by keyword only."]
+    if response.pending_note:
+        lines += ["", f"> pending: {response.pending_note}."]
     for rank, result in enumerate(results, start=1):
         fence = _fence(result.snippet)
         lines += ["", f"## {rank}. {result.citation}", ""]

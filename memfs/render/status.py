@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memfs.index.backlog import duration
+
 WARNINGS_SHOWN = 10
 KINDS = {"mount": "mount", "serve": "memfs serve", "on-demand": "memfs serve, started on demand",
          "mcp": "memfs mcp"}
@@ -31,7 +33,33 @@ def describe(process: dict[str, Any]) -> str:
     return f"pid {process['pid']}: {what} ({', '.join(notes)})"
 
 
-def render_status(info: dict[str, object]) -> str:
+BAR_WIDTH = 30
+
+
+def _pending(info: dict[str, Any], bar: bool) -> str:
+    """The embedding backlog: how many wait, how far it has got, the rate and the time left."""
+    pending = int(info["pending"])
+    line = f"pending:    {pending} passage(s) waiting for an embedding"
+    if not pending:
+        return line
+    total = max(int(info.get("passages") or 0), pending)
+    done = 1 - pending / total if total else 0.0
+    rate, left = float(info.get("embed_rate") or 0), info.get("seconds_left")
+    if rate and left is not None:
+        speed = f"{rate:.1f}/s, {duration(float(left))} left"
+        if not info.get("embedding_now"):
+            speed = f"nothing is embedding now (at the last rate, {rate:.1f}/s: {duration(float(left))})"
+    else:
+        speed = "no embedding rate measured yet"
+    if bar:
+        filled = round(done * BAR_WIDTH)
+        return (f"pending:    [{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {done:.0%} of {total} passages embedded, "
+                f"{pending} waiting; {speed}")
+    return f"{line} ({done:.0%} of {total} embedded; {speed})"
+
+
+def render_status(info: dict[str, object], bar: bool = False) -> str:
+    """``bar``: draw the embedding progress as a bar (for a terminal)."""
     model = f"{info['provider']} ({info['model']}, {info['dims']} dims)" if info.get("model") else str(info["provider"])
     lines = [
         f"workspace:  {info['workspace']}",
@@ -39,7 +67,7 @@ def render_status(info: dict[str, object]) -> str:
         f"mode:       {info.get('mode', 'main')}",
         f"files:      {info['files']} ({info['skipped']} skipped)",
         f"chunks:     {info['chunks']}",
-        f"pending:    {info['pending']} passage(s) waiting for an embedding",
+        _pending(info, bar),
         f"provider:   {model}",
     ]
     if "embedding_service" in info:
@@ -75,6 +103,9 @@ def render_status(info: dict[str, object]) -> str:
         lines.append(f"problem:    ... and {len(warned) - WARNINGS_SHOWN} more (memfs status --json lists them all)")
     if info.get("mounted_at"):
         lines.append(f"mount:      {info['mounted_at']} (up {info['uptime_s']} s)")
+    if "search_renders" in info:
+        lines.append(f"searches:   {info['search_renders']} search file rendering(s), the longest waited "
+                     f"{float(info['longest_vector_wait_ms']):g} ms for vectors")  # type: ignore[arg-type]
     if "processes" in info:  # `memfs status` (the mount's own .memfs/status is served by the mount)
         processes: list[dict[str, object]] = info["processes"]  # type: ignore[assignment]
         for process in processes:

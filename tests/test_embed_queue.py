@@ -1,0 +1,45 @@
+"""The order the embedding queue takes passages in (real index, real model): MEMORY.md, then what
+is dated today or yesterday, then everything else, the last written first."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+from conftest import write
+
+from memfs.memory import Memory
+
+
+def waiting(memory: Memory, path: str) -> int:
+    """Passages of ``path`` (its chunks and their units) still without a vector."""
+    conn = memory.store.conn
+    chunks = conn.execute("SELECT count(*) FROM chunks WHERE path = ? AND embedded = 0", (path,)).fetchone()[0]
+    units = conn.execute("SELECT count(*) FROM units u JOIN chunks c ON c.id = u.chunk_id "
+                         "WHERE c.path = ? AND u.vector IS NULL", (path,)).fetchone()[0]
+    return int(chunks) + int(units)
+
+
+def test_memory_md_then_recent_days_then_the_last_written_first(workspace: Path, make_memory, locomo_day) -> None:
+    today = dt.date.today().isoformat()
+    locomo_day(workspace)  # memory/2023-05-08.md: old history
+    write(workspace / "MEMORY.md", "# Memory\n\n- The spare key is under the blue pot.\n- Dentist on Friday.\n")
+    write(workspace / "memory" / f"{today}.md", f"# {today}\n\n## 09:00 - note\n\nCalled the plumber about the sink.\n")
+    memory = make_memory(workspace)
+    memory.indexer.reconcile()
+    old = "memory/2023-05-08.md"
+    later = write(workspace / "memory" / "notes" / "ideas.md", "# Ideas\n\n- Paint the fence green.\n")
+    memory.file_changed(later.relative_to(workspace).as_posix())  # written after the old day: goes first
+    first, recent, rest = waiting(memory, "MEMORY.md"), waiting(memory, f"memory/{today}.md"), waiting(memory, old)
+    last = waiting(memory, "memory/notes/ideas.md")
+    assert first and recent and rest and last
+
+    assert memory.embed_pending(limit=first) == first
+    assert waiting(memory, "MEMORY.md") == 0
+    assert waiting(memory, f"memory/{today}.md") == recent and waiting(memory, old) == rest
+
+    memory.embed_pending(limit=recent)
+    assert waiting(memory, f"memory/{today}.md") == 0 and waiting(memory, old) == rest
+
+    memory.embed_pending(limit=1)  # the chunk of the note written last, before the old day's
+    assert waiting(memory, "memory/notes/ideas.md") == last - 1 and waiting(memory, old) == rest

@@ -1,0 +1,114 @@
+"""A large embedding backlog on a real mount with the real model (issue #20): reads answer from
+what is indexed now and say what is pending, a note written behind the backlog is found by meaning
+long before the backlog is done, and status tells the progress, the rate and the time left."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from mounts import memfs_cli, wait_until
+
+pytestmark = pytest.mark.fuse
+
+DAY = Path(__file__).resolve().parent / "data" / "locomo-2023-05-08.md"
+BACKLOG = 2000  # passages: minutes of work for the local model on two cores
+NOTE = "The plumber comes on Thursday morning to fix the leaking kitchen sink.\n"
+MEANING = "appointment to repair a dripping faucet"  # not one word in common with NOTE
+
+
+def make_backlog(mounted, passages: int = BACKLOG) -> int:
+    """Old history copied in through the mount: a real LoCoMo day, as many times as it takes,
+    each copy told apart (numbered turns) so the embedding cache cannot answer for it."""
+    text = DAY.read_text()
+    memory = mounted.memory()
+    try:
+        copy = 0
+        while memory.pending < passages:
+            copy += 1
+            numbered = re.sub(r"^## (\d\d:\d\d) - ", lambda m, n=copy: f"## {m.group(1)} - (copy {n}) ", text, flags=re.MULTILINE)
+            target = mounted.mnt / "memory" / "archive" / f"2023-05-08-copy-{copy}.md"
+            target.parent.mkdir(exist_ok=True)
+            target.write_text(numbered)
+            assert copy < 1000, "the copies made no backlog"
+        return memory.pending
+    finally:
+        memory.close()
+
+
+def searches(mounted) -> tuple[int, float]:
+    """(search files rendered so far, the longest wait for vectors), as .memfs/status says."""
+    text = (mounted.mnt / ".memfs" / "status").read_text()
+    found = re.search(r"^searches:\s+(\d+) search file rendering\(s\), the longest waited ([\d.]+) ms", text, re.MULTILINE)
+    assert found, text
+    return int(found.group(1)), float(found.group(2))
+
+
+def test_a_read_during_a_backlog_renders_once_waits_for_no_vector_and_says_what_is_pending(mounted) -> None:
+    (mounted.mnt / "memory" / "2026-11-20.md").write_text("- Warm-up: the model is loaded.\n")
+    memory = mounted.memory()
+    try:  # a first rate measured (a fresh index has none: the line then says so)
+        assert wait_until(lambda: memory.backlog().rate > 0, timeout=60)
+    finally:
+        memory.close()
+    backlog = make_backlog(mounted)
+    before, _ = searches(mounted)
+    out = subprocess.run(["cat", str(mounted.mnt / "search" / "what is new with Caroline.md")],
+                         capture_output=True, text=True, check=True).stdout
+    after, longest = searches(mounted)
+    assert after - before == 1, "one cat rendered the search more than once"
+    assert longest <= 50
+    assert "copy" in out and "Caroline" in out  # keyword matches at once
+    note = [line for line in out.splitlines() if line.startswith("> pending:")]
+    assert len(note) == 1, out
+    waiting = int(re.search(r"(\d+) passages still wait", note[0]).group(1))
+    assert 0 < waiting <= backlog + 50
+    assert re.search(r"at [\d.]+/s they should be done in about \d+", note[0]), note[0]
+    (mounted.mnt / "search" / "a plain stat.md").stat()
+    (mounted.mnt / "search" / "a plain stat.md").stat()  # within a second: the same rendering
+    assert searches(mounted)[0] - after == 1
+    answer = json.loads((mounted.mnt / "search" / "what is new with Caroline.json").read_text())
+    assert answer["pending"] > 0 and "should be done" in answer["pending_note"]
+    assert searches(mounted)[1] <= 50
+
+
+def test_a_note_written_behind_a_backlog_is_found_by_meaning_long_before_it_is_done(mounted) -> None:
+    backlog = make_backlog(mounted)
+    day = dt.date.today().isoformat()
+    with open(mounted.mnt / "memory" / f"{day}.md", "a") as handle:
+        handle.write(NOTE)
+    query = mounted.mnt / "search" / "min=0,n=3" / f"{MEANING}.json"
+    memory = mounted.memory()
+    try:
+        def by_meaning() -> bool:
+            answer = json.loads(query.read_text())
+            return any(r["path"] == f"memory/{day}.md" and r["vector_score"] > 0 for r in answer["results"])
+
+        assert wait_until(by_meaning, timeout=60, step=0.1), "the note was not found by meaning within a minute"
+        left = memory.pending
+    finally:
+        memory.close()
+    assert left > backlog * 0.95, f"found only once the backlog was nearly done ({left} of {backlog} left)"
+
+
+def test_status_shows_the_backlog_progress_rate_and_time_left(mounted) -> None:
+    make_backlog(mounted)
+    memory = mounted.memory()
+    try:  # the mount's embedder has measured its rate
+        assert wait_until(lambda: memory.backlog().active, timeout=30)
+    finally:
+        memory.close()
+    out = memfs_cli("status", "-w", str(mounted.workspace), env={"MEMFS_STATE_DIR": str(mounted.state)})
+    assert out.returncode == 0, out.stderr
+    line = next(line for line in out.stdout.splitlines() if line.startswith("pending:"))
+    assert re.search(r"pending:\s+\d+ passage\(s\) waiting for an embedding \(\d+% of \d+ embedded; "
+                     r"[\d.]+/s, about \d+(\.\d)? (s|min|h) left\)", line), line
+    shown = (mounted.mnt / ".memfs" / "status").read_text()
+    assert re.search(r"^pending: .*/s, about .* left\)$", shown, re.MULTILINE), shown
+    info = json.loads(memfs_cli("status", "--json", "-w", str(mounted.workspace),
+                                env={"MEMFS_STATE_DIR": str(mounted.state)}).stdout)
+    assert info["pending"] > 0 and info["embed_rate"] > 0 and info["seconds_left"] > 0 and info["embedding_now"]

@@ -172,7 +172,7 @@ def refused_to_nobody(runtime: Path) -> bool:
             sock.connect(sock_path)
             sock.sendall(json.dumps({"v": 1, "op": "embed", "texts": ["secret"]}).encode() + b"\n")
             os.write(write, sock.recv(100) or b"closed")
-        except ConnectionResetError:  # closed with our request unread: refused
+        except (ConnectionResetError, BrokenPipeError):  # closed before or with our request unread: refused
             os.write(write, b"closed")
         except OSError as exc:
             os.write(write, f"error {exc}".encode())

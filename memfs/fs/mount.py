@@ -163,7 +163,8 @@ class Daemon:
         (reading this file adds its own lookup, open, read, flush and release)."""
         lines = [f"{name} {count}" for name, count in sorted(self.ops.requests.items())]
         if self.quick is not None:
-            lines.append(f"# picked up at once {self.quick.quick}, after a wait {self.quick.waited}")
+            lines.append(f"# of all requests (forgets too), picked up at once {self.quick.quick}, after a wait "
+                         f"through the event loop {self.quick.waited}")
         return ("\n".join(lines) + "\n").encode()
 
     async def reload_privacy(self) -> None:

@@ -8,8 +8,6 @@ import json
 import logging
 import os
 import sys
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -26,7 +24,6 @@ if TYPE_CHECKING:
     from memfs.memory import Memory
 
 log = logging.getLogger("memfs")
-PLAIN_EVERY_S = 10.0  # how often `memfs index` says how far it got when stderr is not a terminal
 
 
 def _setup_logging(verbose: int) -> None:
@@ -142,23 +139,16 @@ def init(directory: Path | None, **opts: Any) -> None:
 
 def _bar(label: str, rate: bool = False) -> tuple[Callable[[int, int], None], Callable[[], None]]:
     """A click progress bar fed by (done, total) callbacks on a terminal; elsewhere (a log, a
-    pipe), with ``rate``, a plain line every PLAIN_EVERY_S: done, total, rate and time left."""
-    from memfs.index.backlog import duration
+    pipe), with ``rate``, a plain line every progress.PLAIN_EVERY_S: done, total, rate and time left."""
+    from memfs.serve.progress import PlainProgress
 
-    state: dict[str, Any] = {"bar": None, "done": 0, "began": time.monotonic(), "said": time.monotonic()}
-
-    def speed(done: int, total: int) -> str:
-        elapsed = time.monotonic() - state["began"]
-        if not done or elapsed <= 0:
-            return ""
-        per_s = done / elapsed
-        return f"{per_s:.1f}/s, {duration((total - done) / per_s)} left"
+    state: dict[str, Any] = {"bar": None, "done": 0}
+    plain = PlainProgress(label, rate, lambda line: click.echo(line, err=True))
+    speed = plain.speed
 
     def update(done: int, total: int) -> None:
         if not sys.stderr.isatty():
-            if rate and total >= 20 and time.monotonic() - state["said"] >= PLAIN_EVERY_S:
-                state["said"] = time.monotonic()
-                click.echo(f"{label}: {done} of {total} passages, {speed(done, total)}", err=True)
+            plain(done, total)
             return
         if state["bar"] is None:
             if total < 20:
@@ -180,33 +170,11 @@ def _bar(label: str, rate: bool = False) -> tuple[Callable[[int, int], None], Ca
 
 @contextlib.contextmanager
 def _daemon_progress(answerer: Any, bar: Callable[[int, int], None]) -> Iterator[None]:
-    """While a daemon runs `memfs index` (its answer comes at the end), ask it on a second
-    connection every second how many passages still wait, and feed ``bar`` with that."""
-    from memfs.serve.wire import Client
+    """While a daemon runs `memfs index` (its answer comes at the end), feed ``bar`` from it."""
+    from memfs.serve.progress import daemon_progress
 
-    stop = threading.Event()
-
-    def watch() -> None:
-        first: int | None = None
-        while not stop.wait(1.0):
-            client = Client(answerer.client.invocation)
-            try:
-                answer = client.run("status", {"json": True})
-            finally:
-                client.close()
-            if answer is None or answer.error is not None:
-                continue
-            pending = int(json.loads(answer.stdout).get("pending", 0))
-            first = pending if first is None else max(first, pending)
-            bar(first - pending, first)
-
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
+    with daemon_progress(answerer.client.invocation, bar):
         yield
-    finally:
-        stop.set()
-        watcher.join()
 
 
 def _emit(answer: Answer) -> None:
@@ -293,8 +261,6 @@ def _answerer(opts: dict[str, Any]) -> Answerer:
 @global_options
 def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     """Index the workspace's memory files (incremental: unchanged files are skipped)."""
-    from memfs import commands
-
     args = {"json": as_json}
     with _answerer(opts) as answerer:
         if not rebuild:
@@ -310,6 +276,8 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
 
             cfg = _config(opts)
             ondemand.stop(cfg.workspace, cfg.agent, answerer.client.invocation.env or None)
+        from memfs import commands  # (pydantic and the indexer: not for an answer a daemon gives)
+
         memory, cfg = answerer.local()
         files_bar, files_done = _bar("reading files")
         embed_bar, embed_done = _bar("embedding", rate=True)

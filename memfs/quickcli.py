@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[dict[str, str], dict[str, str], int, int]] = {
     "get": ({"--json": "json", "--messages": "messages"}, {"--from": "from_line", "--lines": "lines"}, 1, 1),
     "status": ({"--json": "json"}, {}, 0, 0),
     "context": ({}, {}, 0, 1),
+    "index": ({"--json": "json"}, {}, 0, 0),  # not --rebuild; on a terminal click draws the bar
 }
 SEARCH_OPTIONS = ("n", "min", "in", "after", "before", "mmr", "decay")  # the order memfs.cli.search sends
 
@@ -191,7 +192,7 @@ def _arguments(command: str, words: list[str], given: dict[str, list[str]]) -> d
         return {"path": words[0], "from_line": _count(given["from_line"]) if "from_line" in given else 1,
                 "lines": _count(given["lines"]) if "lines" in given else None, "json": "json" in given,
                 "messages": "messages" in given}
-    if command == "status":
+    if command in ("status", "index"):
         return {"json": "json" in given}
     return {"mode": words[0] if words else None}
 
@@ -212,9 +213,18 @@ def _answered(command: str, opts: dict[str, object], args: dict[str, object]) ->
         return False
     from memfs.serve.wire import Client, Invocation
 
-    client = Client(Invocation.here(opts))
+    invocation = Invocation.here(opts)
+    client = Client(invocation)
     try:
-        answer = client.run(command, args)
+        if command == "index":
+            if sys.stderr.isatty():
+                return False  # click's progress bar
+            from memfs.serve.progress import PlainProgress, daemon_progress, to_stderr
+
+            with daemon_progress(invocation, PlainProgress("embedding", True, to_stderr)):
+                answer = client.run(command, args)
+        else:
+            answer = client.run(command, args)
     except (KeyboardInterrupt, EOFError):
         _aborted()
     finally:

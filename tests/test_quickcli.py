@@ -85,7 +85,9 @@ def click_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
         sub = command.make_context(name, rest, parent=ctx)
     except (click.ClickException, click.exceptions.Exit):
         return None
-    if name not in ("search", "get", "status", "context"):
+    if name not in ("search", "get", "status", "context", "index"):
+        return None
+    if name == "index" and sub.params["rebuild"]:
         return None
     p = sub.params
     with sub:
@@ -97,7 +99,7 @@ def click_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
     elif name == "get":
         args = {"path": p["path"], "from_line": p["from_line"], "lines": p["lines"], "json": p["as_json"],
                 "messages": p["messages"]}
-    elif name == "status":
+    elif name in ("status", "index"):
         args = {"json": p["as_json"]}
     else:
         args = {"mode": p["bundle_mode"]}
@@ -113,6 +115,7 @@ def quick_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
 
 
 TAKEN = [
+    ["index"], ["index", "--json", "-w", "ws"],
     ["status"], ["status", "--json"], ["-w", "ws", "status"], ["status", "-w", "ws"],
     ["status", "--workspace=ws/"], ["--workspace", "./ws", "status"], ["-wws", "status", "--json"],
     ["-w", "elsewhere", "status", "-w", "ws"], ["status", "-w", "elsewhere", "-w", "ws"],
@@ -133,7 +136,7 @@ REFUSED = [  # click's to answer: help, version, verbosity, no daemon, stdin, wh
     ["status", "extra"], ["context", "main", "shared"], ["status", "-w"], ["status", "--json=yes"],
     ["get", "x", "--from", "0"], ["get", "x", "--lines", "+3"], ["get", "x", "--lines", "٣"], ["get", "x", "--from", " 2"],
     ["status", "-w", "file.txt"], ["status", "--config", "sub"], ["status", "-w="], ["status", "-w", ""],
-    ["status", "-w=ws"], ["config"], ["index"], ["sync"], ["history", "MEMORY.md"], ["--json", "status"],
+    ["status", "-w=ws"], ["config"], ["index", "--rebuild"], ["sync"], ["history", "MEMORY.md"], ["--json", "status"],
     ["search", "q\udcff"], ["status", "-a"],
 ]
 
@@ -166,7 +169,7 @@ CASES = [
     ["search", "LGBTQ support group"], ["search", "--json", "medication allergy", "-n2"],
     ["search", "support group", "--in", "memory", "--min-score", "0.1"], ["search", "   "],
     ["context"], ["context", "shared"], ["context", "nonsense"], ["--mode", "shared", "get", "MEMORY.md"],
-    ["--mode", "shared", "context", "main"],
+    ["--mode", "shared", "context", "main"], ["index"],  # (index --json carries the status of the moment)
 ]
 
 
@@ -193,7 +196,7 @@ def test_a_daemon_answers_the_fast_path_with_the_bytes_click_prints(workspace: P
 def test_a_command_the_daemon_answers_imports_neither_click_nor_the_models(workspace: Path,
                                                                            daemon: dict[str, str]) -> None:
     env, ws = daemon, str(workspace)
-    for args in (["status"], ["get", "AGENTS.md"], ["search", "support group", "-n", "2"], ["context"]):
+    for args in (["status"], ["get", "AGENTS.md"], ["search", "support group", "-n", "2"], ["context"], ["index"]):
         out = fast(*args, "-w", ws, env=env, flags=("-X", "importtime"))
         assert out.returncode == 0, out.stderr
         assert "memfs.quickcli" in imported(out.stderr) and heavy(out.stderr) == set(), (args, heavy(out.stderr))

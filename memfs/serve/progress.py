@@ -1,0 +1,75 @@
+"""How far a long `memfs index` got, where its output is not a terminal: a plain line every
+PLAIN_EVERY_S (done, total, rate, time left), fed by (done, total) callbacks; and, when a daemon
+runs the command (its answer comes at the end), those callbacks from a second connection that asks
+the daemon every second how many passages still wait.  Standard library only, like
+:mod:`memfs.serve.wire`: the lean entry point (:mod:`memfs.quickcli`) uses it as the full CLI does."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+PLAIN_EVERY_S = 10.0  # how often `memfs index` says how far it got when stderr is not a terminal
+MIN_TOTAL = 20  # fewer passages than this are done before a line would help
+
+
+class PlainProgress:
+    def __init__(self, label: str, rate: bool, write: Callable[[str], None]) -> None:
+        self.label = label
+        self.rate = rate
+        self.write = write
+        self.began = self.said = time.monotonic()
+
+    def speed(self, done: int, total: int) -> str:
+        elapsed = time.monotonic() - self.began
+        if not done or elapsed <= 0:
+            return ""
+        from memfs.index.backlog import duration
+
+        per_s = done / elapsed
+        return f"{per_s:.1f}/s, {duration((total - done) / per_s)} left"
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.rate and total >= MIN_TOTAL and time.monotonic() - self.said >= PLAIN_EVERY_S:
+            self.said = time.monotonic()
+            self.write(f"{self.label}: {done} of {total} passages, {self.speed(done, total)}")
+
+
+def to_stderr(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+@contextmanager
+def daemon_progress(invocation: object, update: Callable[[int, int], None]) -> Iterator[None]:
+    """While a daemon answers `memfs index`, feed ``update`` from its status every second."""
+    from memfs.serve.wire import Client, Invocation
+
+    assert isinstance(invocation, Invocation)
+    stop = threading.Event()
+
+    def watch() -> None:
+        first: int | None = None
+        while not stop.wait(1.0):
+            client = Client(invocation)
+            try:
+                answer = client.run("status", {"json": True})
+            finally:
+                client.close()
+            if answer is None or answer.error is not None:
+                continue
+            pending = int(json.loads(answer.stdout).get("pending", 0))
+            first = pending if first is None else max(first, pending)
+            update(first - pending, first)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        watcher.join()

@@ -39,8 +39,13 @@ COMMANDS: dict[str, tuple[dict[str, str], dict[str, str], int, int]] = {
     "status": ({"--json": "json"}, {}, 0, 0),
     "context": ({}, {}, 0, 1),
     "index": ({"--json": "json"}, {}, 0, 0),  # not --rebuild; on a terminal click draws the bar
+    "sync": ({"--json": "json"}, {}, 0, 0),  # the message comes on stdin (read in _answered)
+    "history": ({"--json": "json", "--diff": "diff", "--deleted": "deleted"}, {}, 0, 1 << 16),  # not forget
 }
 SEARCH_OPTIONS = ("n", "min", "in", "after", "before", "mmr", "decay")  # the order memfs.cli.search sends
+
+
+_STDIN: list[bytes] = []  # what `sync` read from stdin before it fell back to click
 
 
 class _Fallback(Exception):
@@ -52,6 +57,10 @@ def main() -> None:
     request = parse(sys.argv[1:])
     if request is not None and _answered(*request):
         return
+    if _STDIN:  # the fast path read the message: click reads it again from here
+        import io
+
+        sys.stdin = io.TextIOWrapper(io.BytesIO(_STDIN[0]))
     from memfs.cli import main as click_main
 
     click_main()
@@ -192,8 +201,13 @@ def _arguments(command: str, words: list[str], given: dict[str, list[str]]) -> d
         return {"path": words[0], "from_line": _count(given["from_line"]) if "from_line" in given else 1,
                 "lines": _count(given["lines"]) if "lines" in given else None, "json": "json" in given,
                 "messages": "messages" in given}
-    if command in ("status", "index"):
+    if command in ("status", "index", "sync"):
         return {"json": "json" in given}
+    if command == "history":
+        if words and words[0] == "forget":
+            raise _Fallback  # it asks before it forgets
+        return {"path": words[0] if words else None, "versions": words[1:], "diff": "diff" in given,
+                "deleted": "deleted" in given, "json": "json" in given, "pid": os.getpid(), "via": "cli"}
     return {"mode": words[0] if words else None}
 
 
@@ -216,7 +230,14 @@ def _answered(command: str, opts: dict[str, object], args: dict[str, object]) ->
     invocation = Invocation.here(opts)
     client = Client(invocation)
     try:
-        if command == "index":
+        if command == "sync":
+            import base64
+
+            data = sys.stdin.buffer.read()
+            _STDIN.append(data)  # for click, should the daemon not answer
+            args = {"data": base64.b64encode(data).decode(), **args, "pid": os.getpid(), "via": "cli"}
+            answer = client.run(command, args)
+        elif command == "index":
             if sys.stderr.isatty():
                 return False  # click's progress bar
             from memfs.serve.progress import PlainProgress, daemon_progress, to_stderr

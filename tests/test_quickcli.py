@@ -85,9 +85,11 @@ def click_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
         sub = command.make_context(name, rest, parent=ctx)
     except (click.ClickException, click.exceptions.Exit):
         return None
-    if name not in ("search", "get", "status", "context", "index"):
+    if name not in ("search", "get", "status", "context", "index", "sync", "history"):
         return None
     if name == "index" and sub.params["rebuild"]:
+        return None
+    if name == "history" and (sub.params["path"] == "forget" or sub.params["containing"] or sub.params["yes"]):
         return None
     p = sub.params
     with sub:
@@ -99,8 +101,11 @@ def click_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
     elif name == "get":
         args = {"path": p["path"], "from_line": p["from_line"], "lines": p["lines"], "json": p["as_json"],
                 "messages": p["messages"]}
-    elif name in ("status", "index"):
-        args = {"json": p["as_json"]}
+    elif name in ("status", "index", "sync"):
+        args = {"json": p["as_json"]}  # (sync's message is read from stdin when it is asked)
+    elif name == "history":
+        args = {"path": p["path"], "versions": list(p["versions"]), "diff": p["diff"], "deleted": p["deleted"],
+                "json": p["as_json"], "pid": os.getpid(), "via": "cli"}
     else:
         args = {"mode": p["bundle_mode"]}
     return name, Invocation.here(opts), args
@@ -115,7 +120,8 @@ def quick_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
 
 
 TAKEN = [
-    ["index"], ["index", "--json", "-w", "ws"],
+    ["index"], ["index", "--json", "-w", "ws"], ["sync"], ["sync", "--json"], ["history"],
+    ["history", "MEMORY.md"], ["history", "--diff", "MEMORY.md", "2", "3"], ["history", "--deleted", "--json"],
     ["status"], ["status", "--json"], ["-w", "ws", "status"], ["status", "-w", "ws"],
     ["status", "--workspace=ws/"], ["--workspace", "./ws", "status"], ["-wws", "status", "--json"],
     ["-w", "elsewhere", "status", "-w", "ws"], ["status", "-w", "elsewhere", "-w", "ws"],
@@ -136,7 +142,8 @@ REFUSED = [  # click's to answer: help, version, verbosity, no daemon, stdin, wh
     ["status", "extra"], ["context", "main", "shared"], ["status", "-w"], ["status", "--json=yes"],
     ["get", "x", "--from", "0"], ["get", "x", "--lines", "+3"], ["get", "x", "--lines", "٣"], ["get", "x", "--from", " 2"],
     ["status", "-w", "file.txt"], ["status", "--config", "sub"], ["status", "-w="], ["status", "-w", ""],
-    ["status", "-w=ws"], ["config"], ["index", "--rebuild"], ["sync"], ["history", "MEMORY.md"], ["--json", "status"],
+    ["status", "-w=ws"], ["config"], ["index", "--rebuild"], ["history", "forget", "MEMORY.md", "1"],
+    ["history", "--containing", "x"], ["history", "MEMORY.md", "-y"], ["--json", "status"],
     ["search", "q\udcff"], ["status", "-a"],
 ]
 
@@ -170,6 +177,8 @@ CASES = [
     ["search", "support group", "--in", "memory", "--min-score", "0.1"], ["search", "   "],
     ["context"], ["context", "shared"], ["context", "nonsense"], ["--mode", "shared", "get", "MEMORY.md"],
     ["--mode", "shared", "context", "main"], ["index"],  # (index --json carries the status of the moment)
+    ["history"], ["history", "MEMORY.md"], ["history", "MEMORY.md", "1"], ["history", "--diff", "MEMORY.md"],
+    ["history", "--deleted"], ["history", "nope.md"],
 ]
 
 
@@ -263,3 +272,24 @@ def test_a_reader_that_went_away_ends_the_fast_path_as_it_ends_click(workspace: 
             outcomes.append((out.returncode, "".join(line + "\n" for line in out.stderr.splitlines()
                                                      if not line.startswith("import time:"))))
     assert outcomes[:2] == outcomes[2:] == [(1, ""), (1, "Error: nope.md: no such file in the workspace\n")]
+
+
+def test_a_sync_message_goes_the_fast_path_and_to_click_when_no_daemon_answers(tmp_path: Path, workspace: Path,
+                                                                              daemon: dict[str, str]) -> None:
+    message = ('[CLAWGPT-SYNC] {"messages": [{"id": "quick-%d", "chatId": "c1", "chatTitle": "Quick", '
+               '"role": "user", "content": "The ferry to Hydra leaves at nine", "timestamp": 1793613600000}]}')
+    ws = str(workspace)
+    quick = subprocess.run([sys.executable, "-X", "importtime", str(SCRIPT), "sync", "-w", ws], input=message % 1,
+                           capture_output=True, text=True, env=daemon, timeout=120)
+    assert quick.returncode == 0 and quick.stdout == "NO_REPLY\n", quick.stderr
+    assert heavy(quick.stderr) == set(), heavy(quick.stderr)
+    via_click = subprocess.run([sys.executable, "-c", CLICK, "sync", "-w", ws], input=message % 2,
+                               capture_output=True, text=True, env=daemon, timeout=120)
+    stderr = "".join(line + "\n" for line in quick.stderr.splitlines() if not line.startswith("import time:"))
+    assert (quick.stdout, stderr.replace("quick-1", "quick-2")) == (via_click.stdout, via_click.stderr)
+    # No daemon answers (on-demand off, another state folder): click gets the same message from stdin.
+    off = env_for(tmp_path / "alone", MEMFS_DAEMON_ON_DEMAND="false")
+    alone = subprocess.run([sys.executable, "-X", "importtime", str(SCRIPT), "sync", "--json", "-w", ws],
+                           input=message % 3, capture_output=True, text=True, env=off, timeout=120)
+    assert alone.returncode == 0 and "click" in imported(alone.stderr), alone.stderr
+    assert '"stored": 1' in alone.stdout, alone.stdout

@@ -17,6 +17,10 @@ again if nothing is there (pyfuse3's read blocks, so it must never be called for
 that a stream of requests cannot starve the daemon's other tasks (the watcher, the socket,
 indexing), every ``YIELD_EVERY``-th request goes through the scheduler.
 
+pyfuse3 counts its idle readers inside the function this replaces, so with it replaced it sees
+none and starts workers up to its ``max_tasks`` (64, see :mod:`memfs.fs.mount`); the extra ones
+wait on the lock, which costs a little memory and nothing per request.
+
 When pyfuse3 does not have the function this replaces (another version), nothing is installed
 and pyfuse3 waits as it always did.
 """

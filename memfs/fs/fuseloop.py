@@ -31,7 +31,6 @@ import logging
 import os
 import select
 import time
-from collections.abc import Awaitable, Callable
 
 import pyfuse3
 import trio
@@ -114,9 +113,8 @@ class QuickWait:
 
 def install(spin_s: float = SPIN_S) -> QuickWait | None:
     """Put the quick wait in place for the session pyfuse3.init() opened; None if it cannot be."""
-    original: Callable[[], Awaitable[bool]] | None = getattr(pyfuse3, "_wait_fuse_readable", None)
     fd = fuse_fd()
-    if original is None or fd is None:
+    if not hasattr(pyfuse3, "_wait_fuse_readable") or fd is None:
         log.info("FUSE requests are picked up through trio only (pyfuse3 %s)", pyfuse3.__version__)
         return None
     quick = QuickWait(fd, spin_s)

@@ -13,6 +13,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+TYPE_CHECKING = False  # not typing at import, as memfs.serve.wire (the lean entry point uses this)
+if TYPE_CHECKING:
+    from memfs.serve.wire import Invocation
+
 PLAIN_EVERY_S = 10.0  # how often `memfs index` says how far it got when stderr is not a terminal
 MIN_TOTAL = 20  # fewer passages than this are done before a line would help
 
@@ -45,11 +49,10 @@ def to_stderr(line: str) -> None:
 
 
 @contextmanager
-def daemon_progress(invocation: object, update: Callable[[int, int], None]) -> Iterator[None]:
+def daemon_progress(invocation: Invocation, update: Callable[[int, int], None]) -> Iterator[None]:
     """While a daemon answers `memfs index`, feed ``update`` from its status every second."""
-    from memfs.serve.wire import Client, Invocation
+    from memfs.serve.wire import Client
 
-    assert isinstance(invocation, Invocation)
     stop = threading.Event()
 
     def watch() -> None:

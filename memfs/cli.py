@@ -91,6 +91,10 @@ def _config(opts: dict[str, Any], needs_workspace: bool = True) -> Config:
 
 
 def _memory(cfg: Config, must_exist: bool = True) -> Memory:
+    if must_exist and not cfg.workspace.is_dir() and cfg.sources.get("workspace", "").startswith("flag"):
+        # As click says of a --workspace that is a file: a usage error (exit 2).
+        raise click.UsageError(f"Invalid value for '--workspace' / '-w': Directory '{cfg.workspace}' does not "
+                               f"exist: create it with `memfs init {cfg.workspace}`")
     if must_exist and not cfg.workspace.is_dir():
         raise click.ClickException(
             f"workspace {cfg.workspace} does not exist: create it with `memfs init {cfg.workspace}` "
@@ -109,7 +113,43 @@ def _memory(cfg: Config, must_exist: bool = True) -> Memory:
         raise click.ClickException(str(exc)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _closest_options(typed: str, names: list[str]) -> list[str]:
+    """The options a mistyped one most likely meant.  difflib alone compares whole names, so
+    ``--mni`` finds ``--mmr`` but not ``--min-score``; people mistype the start of a long option,
+    so each name is also compared by its first ``len(typed)`` characters."""
+    from difflib import SequenceMatcher
+
+    word = typed.lstrip("-")  # the dashes every option shares would make everything look alike
+
+    def likeness(name: str) -> float:
+        stem = name.lstrip("-")
+        whole = SequenceMatcher(None, word, stem).ratio()
+        start = SequenceMatcher(None, word, stem[: len(word)]).ratio() if len(stem) > len(word) else 0.0
+        return max(whole, start)
+
+    scored = sorted(((likeness(name), name) for name in names if name.startswith("--")), reverse=True)
+    return [name for score, name in scored if score >= 0.6][:3]
+
+
+class _Command(click.Command):
+    """A command whose "no such option" error suggests options by their start, too."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.NoSuchOption as exc:
+            names = [name for param in self.get_params(ctx) for name in getattr(param, "opts", [])]
+            better = click.NoSuchOption(exc.option_name, ctx=ctx)
+            better.possibilities = _closest_options(exc.option_name, names) or None  # type: ignore[misc]
+            raise better from None
+
+
+class _Group(click.Group):
+    command_class = _Command
+    group_class = type  # subgroups (memfs history ...) are _Groups too
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="memfs")
 @global_options
 @click.pass_context
@@ -203,6 +243,26 @@ class _Seen(logging.Handler):
         self.warned = True
 
 
+_READING = frozenset({"search", "get", "status", "context", "history"})
+
+
+def _check_agent(cfg: Config) -> None:
+    """A command that only reads, for an agent named by flag or environment that has no index of
+    this workspace while other agents do, is most likely a typo: say so rather than make an
+    empty index (and a daemon) for it.  ``memfs index`` or a mount makes one on purpose."""
+    if click.get_current_context().command.name not in _READING:
+        return
+    if not cfg.sources.get("agent", "").startswith(("flag", "env")):
+        return
+    from memfs.state import indexed_agents
+
+    agents = indexed_agents(cfg)
+    if agents and cfg.agent not in agents:
+        raise click.ClickException(
+            f"the workspace {cfg.workspace} has no index for the agent {cfg.agent!r} (it has: "
+            f"{', '.join(agents)}): check the name, or make one with `memfs index --agent {cfg.agent}`")
+
+
 class _Local:
     """A command's own configuration, settled once whether it starts a daemon, answers in this
     process, or both (a daemon that did not become ready in time)."""
@@ -226,6 +286,7 @@ class _Local:
 
     def open(self) -> tuple[Memory, Config]:
         cfg = self.config()
+        _check_agent(cfg)
         return _memory(cfg), cfg
 
     def start_daemon(self) -> int | None:
@@ -237,6 +298,7 @@ class _Local:
         # them itself), and serves no workspace that is missing or inside a mount.
         if not cfg.daemon.on_demand or self.warned or not cfg.workspace.is_dir():
             return None
+        _check_agent(cfg)
         from memfs.mounttable import memfs_mount_containing
         from memfs.serve import ondemand
 
@@ -297,6 +359,21 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
     _emit(answer)
 
 
+_SEARCH_FLAGS = {"n": "-n", "min": "--min-score", "in": "--in", "after": "--after", "before": "--before",
+                 "mmr": "--mmr", "decay": "--decay"}
+
+
+def _as_flags(message: str) -> str:
+    """A search option's error, written for a search file's name (``min=2: min must be from 0 to
+    1``), in the words of the command line (``--min-score 2: --min-score must be from 0 to 1``)."""
+    import re
+
+    for key, flag in _SEARCH_FLAGS.items():
+        message = re.sub(rf"(?<![\w-]){key}=", f"{flag} ", message)
+        message = re.sub(rf"(?<![\w-]){key} (must|is) ", rf"{flag} \1 ", message)
+    return message
+
+
 @main.command()
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="JSON output; with QUERY '-', JSON Lines.")
@@ -320,7 +397,7 @@ def search(query: str, as_json: bool, limit: str | None, min_score: str | None, 
         try:
             parse_options(options)
         except BadOption as exc:
-            raise click.UsageError(str(exc)) from None
+            raise click.UsageError(_as_flags(str(exc))) from None
     with _answerer(opts) as answerer:
         if query == "-":
             for line in sys.stdin:

@@ -67,7 +67,7 @@ def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     if problem := _bad_text(query=query):
         return Answer(error=problem)
     if not args.get("line") and not query.strip():
-        return Answer(error="the query is empty")
+        return Answer(error="the query is empty", usage=True)
     response = memory.search(query, options=options, mode=cfg.mode)
     return Answer(stdout=render_json(response) if args.get("json") else render_markdown(response))
 

@@ -45,6 +45,7 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
     point = memfs_mount_containing(start.resolve()) if start.exists() else None
     workspace: str | Path | None = None if given is None else cwd / os.path.expanduser(given)
     agent, config_file = invocation.agent, invocation.config_file
+    from_mount: list[str] = []  # settings the mount's record gave, not a flag: `memfs config` says so
     if point is not None:
         state = trusted_state_dir(env)
         record = live_record(state, point)
@@ -61,9 +62,15 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
             elif mode is None and "MEMFS_MODE" not in env:
                 mode = record.mode
             workspace = Path(record.workspace)
-            agent = agent or (None if "MEMFS_AGENT" in env else record.agent)
+            from_mount += ["mode"] if mode == record.mode and invocation.mode is None else []
+            if agent is None and "MEMFS_AGENT" not in env:
+                agent = record.agent
+                from_mount.append("agent")
             config_file = config_file or record.config_file or None
-            overrides = [parse_override(o) for o in record.overrides] + overrides
+            recorded = [parse_override(o) for o in record.overrides]
+            given_keys = {key for key, _ in overrides}
+            from_mount += [key for key, _ in recorded if key not in given_keys]
+            overrides = recorded + overrides
     # Working inside a shared-mode mount is being a shared reader, whichever workspace is named
     # (`-w` of the workspace itself, MEMFS_WORKSPACE): the mount's mode is not left by a flag.
     here = point if start == cwd else memfs_mount_containing(cwd.resolve()) if cwd.exists() else None
@@ -82,6 +89,8 @@ def _resolve(invocation: Invocation, needs_workspace: bool) -> Config:
         raise InvocationError(f"config: {exc}") from None
     if point is not None and workspace is not None and given is None:
         cfg.sources["workspace"] = f"the mount {point}"
+    for key in from_mount:
+        cfg.sources[key] = f"the mount {point}"
     return cfg
 
 

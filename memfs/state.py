@@ -184,6 +184,17 @@ def _move_sqlite(source: Path, target: Path) -> None:
                 os.replace(extra, Path(str(target) + suffix))
 
 
+def indexed_agents(cfg: Config) -> list[str]:
+    """The agents that have an index of ``cfg``'s workspace, found without creating anything."""
+    folder = cfg.state_dir / WORKSPACES_DIR / folder_name(WorkspaceIdentity.of(cfg.workspace))
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return sorted(name.removesuffix(".sqlite") for name in names
+                  if name.endswith(".sqlite") and not name.endswith(".history.sqlite"))
+
+
 def locate(cfg: Config) -> StatePaths:
     """The state files of ``cfg``'s (workspace, agent), creating, adopting or migrating them."""
     identity = WorkspaceIdentity.of(cfg.workspace)

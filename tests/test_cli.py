@@ -147,6 +147,33 @@ def test_option_typos_exit_2(tmp_path: Path) -> None:
         assert out.returncode == 2 and "Traceback" not in out.stderr, args
 
 
+def test_what_the_last_newcomer_walk_hit(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none",
+           "MEMFS_NO_DAEMON": "1"}
+    write(ws / "memory" / "2026-11-20.md", "one\ntwo\n")
+    # An option's error speaks of the flag typed, not of a search file's name.
+    bad = memfs("search", "x", "--min-score", "2", "-w", str(ws), env=env)
+    assert bad.returncode == 2 and "Error: --min-score 2: --min-score must be from 0 to 1" in bad.stderr
+    dates = memfs("search", "x", "--after", "2021-01-01", "--before", "2020-01-01", "-w", str(ws), env=env)
+    assert "--after 2021-01-01 is not before --before 2020-01-01" in dates.stderr
+    # A mistyped start of a long option still finds it.
+    typo = memfs("search", "x", "--mni", "0.2", "-w", str(ws), env=env)
+    assert typo.returncode == 2 and "Did you mean '--min-score'?" in typo.stderr
+    # An empty query is a usage error, as no query is.
+    empty = memfs("search", "", "-w", str(ws), env=env)
+    assert empty.returncode == 2 and "the query is empty" in empty.stderr
+    # A --workspace that does not exist: exit 2 as for one that is a file, without "pass --workspace".
+    missing = memfs("status", "-w", str(tmp_path / "nope"), env=env)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr and "pass --workspace" not in missing.stderr
+    # A reading command for an agent that has no index while others do is a typo, not a new agent.
+    assert memfs("index", "-w", str(ws), "--agent", "bob", env=env).returncode == 0
+    typo_agent = memfs("search", "one", "-w", str(ws), "--agent", "bbo", env=env)
+    assert typo_agent.returncode == 1 and "no index for the agent 'bbo' (it has: bob, main)" in typo_agent.stderr
+    assert not list((tmp_path / "state").glob("workspaces/*/bbo.sqlite"))
+    assert memfs("search", "one", "-w", str(ws), "--agent", "bob", env=env).returncode == 0
+
+
 def test_what_a_new_user_hit_on_the_command_line(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     env = {"MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}

@@ -230,6 +230,8 @@ def test_a_mount_takes_over_and_unmounts_with_a_daemon_started_inside_it(tmp_pat
     assert f"served by:  pid {mounted.pid}: mount on {mounted.mnt} (main mode, answers commands)" in text
     # A daemon started from a command inside the mount (another agent: the mount does not answer
     # it) leaves the folder it was started in, so the mount can be unmounted.
+    # (Its index made first: a reading command refuses an agent no index knows, as a likely typo.)
+    assert run("index", "--agent", "other", "--no-daemon", cwd=mounted.mnt / "memory", env=env).returncode == 0
     other = run("-v", "status", "--agent", "other", cwd=mounted.mnt / "memory", env=env)
     other_pid = started_pid(other.stderr)
     assert "agent:      other" in other.stdout and os.readlink(f"/proc/{other_pid}/cwd") == "/"

@@ -178,7 +178,12 @@ class VirtualTree:
                 if any(name.endswith(ext) and not name[: -len(ext)].strip() for ext in (".md", ".json")):
                     raise VirtualError(errno.ENOENT)  # an empty query
                 where = f"{node.name}/{name}" if in_options else name
-                log.warning("search/%s: a query is a file ending in .md or .json (search/<query>.md)", where)
+                # A question holding "/" arrives here cut at it: the kernel looks its first part
+                # up as a folder.  Say so, or the EINVAL is a riddle.
+                cut = "" if "." in name[-6:] else (
+                    "; if the question holds a '/', the path was cut there: a file name cannot hold '/', "
+                    "so write it otherwise (1 of 2, or ∕ U+2215)")
+                log.warning("search/%s: a query is a file ending in .md or .json (search/<query>.md)%s", where, cut)
                 raise VirtualError(errno.EINVAL)
             options = parse_folder(node.name) if in_options else SearchOptions()
             self._trim()

@@ -116,6 +116,7 @@ def test_other_settings_or_agents_are_answered_in_process(tmp_path: Path, worksp
     env = base_env(tmp_path)
     other = run("-v", "search", "penicillin", "--set", "search.snippet_chars=300", "-w", str(workspace), env=env)
     assert other.returncode == 0 and "answered in this process" in other.stderr
+    assert run("index", "--agent", "work", "--no-daemon", "-w", str(workspace), env=env).returncode == 0
     agent = run("-v", "status", "--agent", "work", "-w", str(workspace), env=env)
     assert agent.returncode == 0 and "answered in this process" in agent.stderr and "agent:      work" in agent.stdout
 

@@ -237,3 +237,20 @@ def test_a_mount_takes_over_and_unmounts_with_a_daemon_started_inside_it(tmp_pat
     assert "agent:      other" in other.stdout and os.readlink(f"/proc/{other_pid}/cwd") == "/"
     out = run("umount", str(mounted.mnt), env=env)
     assert out.returncode == 0, out.stderr
+
+
+def test_a_daemon_of_other_code_answers_no_command_of_a_new_install_and_gives_way(
+        tmp_path: Path, workspace: Path) -> None:
+    env = on_demand_env(tmp_path)
+    old = run("-v", "status", "-w", str(workspace), env=env)
+    pid = started_pid(old.stderr)
+    # The same command from another installation (an upgrade rewrote memfs; another virtualenv).
+    upgraded = subprocess.run(
+        [sys.executable, "-c", "import sys; import memfs.serve.wire as w; w.CODE = 'an upgraded memfs'; "
+         "from memfs.quickcli import main; sys.argv = ['memfs', *sys.argv[1:]]; main()",
+         "-v", "status", "-w", str(workspace)], capture_output=True, text=True, env=env, timeout=120)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert f"answered by the daemon with pid {pid}" not in upgraded.stderr and "agent:      main" in upgraded.stdout
+    assert wait_until(lambda: not alive(pid), timeout=30)  # it gave way: the next command starts the new code
+    again = run("-v", "status", "-w", str(workspace), env=env)
+    assert started_pid(again.stderr) != pid

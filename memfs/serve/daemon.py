@@ -104,6 +104,11 @@ class ServeDaemon:
         poll = max(0.05, min(idle_s / 4, IDLE_POLL_S))
         while True:
             await trio.sleep(poll)
+            if self.socket.outdated:  # the new code's commands start their own daemon
+                log.info("another memfs installation's command asked: stopping so it can start its own")
+                self.memory.stop()
+                self._halt()
+                return
             if self.socket.connections or time.monotonic() - self.socket.last_request < idle_s \
                     or self.embedder.working:
                 continue

@@ -27,6 +27,7 @@ from memfs.memory import Memory
 from memfs.serve.ondemand import started_on_demand
 from memfs.serve.wire import (
     AMBIENT_ENV,
+    CODE,
     COMMANDS,
     MAX_LINE,
     PROTOCOL,
@@ -108,6 +109,7 @@ class SocketServer:
         # For stopping when idle: clients connected now, and when the last request came or left.
         self.connections = 0
         self.last_request = time.monotonic()
+        self.outdated = False  # a client of another memfs asked: a daemon started on demand stops
 
     def claim(self, quiet: bool = False) -> bool:
         """Take the key's lock (one daemon per workspace, agent and mode answers commands; it
@@ -263,6 +265,13 @@ class SocketServer:
                 return {"status": "elsewhere", "why": "malformed request"}
         except (ValueError, TypeError, KeyError, AttributeError):
             return {"status": "elsewhere", "why": "malformed request"}
+        if request.get("code") != CODE:
+            # Another memfs (an upgrade, another virtualenv) must not get this code's answers.
+            # A daemon a command started gives way, so the next command starts the new code.
+            if self.kind == ON_DEMAND and not self.outdated:
+                self.outdated = True
+                log.info("a command of another memfs installation asked: stopping for it")
+            return {"status": "elsewhere", "why": "another memfs installation"}
         # What a configuration depends on beyond what it is given: the home folder, the user's
         # config folder, the local time zone.  The daemon's own must be the client's.
         if any(invocation.env.get(name) != os.environ.get(name) for name in AMBIENT_ENV):

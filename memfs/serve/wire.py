@@ -53,6 +53,19 @@ LOST = ("the daemon stopped while it was answering; what it was doing may be don
         "(memfs status, memfs search) before you repeat it")
 
 
+def _code_stamp() -> str:
+    """Which memfs this is: where it is installed and this file's size and time.  An upgrade
+    rewrites every file, so a daemon still running the old code is told apart from the new."""
+    try:
+        st = os.stat(__file__)
+    except OSError:
+        return os.path.dirname(__file__)
+    return f"{os.path.dirname(__file__)}:{st.st_size}:{st.st_mtime_ns}"
+
+
+CODE = _code_stamp()
+
+
 def run_dir(env: dict[str, str] | None = None) -> Path:
     return trusted_state_dir(env) / "run"
 
@@ -218,7 +231,8 @@ class Client:
         self.daemon_pid: int | None = None  # who answered, for `-v`
 
     def _request(self, command: str, args: dict[str, Any]) -> dict[str, Any]:
-        return {"v": PROTOCOL, "command": command, "args": args, "invocation": self.invocation.as_dict()}
+        return {"v": PROTOCOL, "command": command, "args": args, "invocation": self.invocation.as_dict(),
+                "code": CODE}
 
     def run(self, command: str, args: dict[str, Any]) -> Answer | None:
         answer = self._run(command, args)

@@ -347,10 +347,11 @@ class Memory:
         if self.history is not None:
             self.history.before_change(rel)
 
-    def file_changed(self, rel: str, who: Provenance = BESIDE) -> Outcome:
+    def file_changed(self, rel: str, who: Provenance = BESIDE, appended_from: int | None = None) -> Outcome:
         """A file was written (closed, fsynced, renamed into place, changed beside the mount) by
-        ``who``: its new content is kept as a version, then indexed."""
-        self._after_change(lambda history: history.changed(rel, who), rel)
+        ``who``: its new content is kept as a version, then indexed.  ``appended_from``: nothing
+        before this offset was written since its last version (see History.changed)."""
+        self._after_change(lambda history: history.changed(rel, who, appended_from), rel)
         outcome = self.indexer.index_file(rel)
         if outcome.action == "skipped" and outcome.reason:
             log.warning("not indexed: %s: %s", outcome.path, outcome.reason)  # printable, whatever the name

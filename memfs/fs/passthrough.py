@@ -255,6 +255,7 @@ class Passthrough(pyfuse3.Operations):
         path = self.full(rel)
         if fields.update_size:
             await self.writes.before_change(rel)
+            self.writes.wrote(rel, attr.st_size)
             if handle is not None:
                 os.ftruncate(handle.fd, attr.st_size)
             else:
@@ -469,6 +470,7 @@ class Passthrough(pyfuse3.Operations):
                 raise FUSEError(errno.ESTALE)
             if flags & os.O_TRUNC and stat.S_ISREG(st.st_mode):
                 await self.writes.before_change(rel)
+                self.writes.wrote(rel, 0)
                 os.ftruncate(fd, 0)
         except BaseException:
             os.close(fd)
@@ -536,6 +538,8 @@ class Passthrough(pyfuse3.Operations):
         if not handle.dirty and handle.who is not None:
             await self.writes.before_change(handle.path, own_handles=1)  # the first write since the last version
         written = os.pwrite(handle.fd, buf, off)
+        if handle.who is not None:
+            self.writes.wrote(handle.path, off)  # was it only an append? (the history asks)
         handle.dirty = handle.written = handle.wrote = True
         return written
 

@@ -264,7 +264,9 @@ class History:
     def _taken(self, rel: str, version: Version, who: Provenance) -> None:
         log.debug("history: %s %s (%d bytes, via %s)", rel, version.name, version.size, who.via)
         self._since_prune += 1
-        if self._since_prune >= PRUNE_EVERY_VERSIONS or time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
+        in_batch = not self.store.conn.getautocommit()  # many files in one transaction: pruned at the next
+        if not in_batch and (self._since_prune >= PRUNE_EVERY_VERSIONS
+                             or time.monotonic() - self._pruned_at > PRUNE_EVERY_S):
             self.prune()
 
     def removed(self, rel: str, who: Provenance) -> int:

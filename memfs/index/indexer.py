@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -412,9 +413,9 @@ class _Read:
         return dataclasses.replace(record, resume_line=line, resume_offset=offset)
 
 
-def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:
-    """The first and last date a chunk speaks of: a daily log's date, or its messages' dates;
-    (None, None) for undated text (MEMORY.md, notes)."""
+@functools.lru_cache(maxsize=1024)
+def _file_days(rel: str) -> tuple[str | None, str | None] | None:
+    """A file's own date for all its chunks, or None when each chunk is dated by its messages."""
     kind = classify(rel)
     if kind is FileKind.DAILY_LOG or kind is FileKind.SYNC:
         # A sync day file holds the messages of its day in sync.timezone (that is how they are
@@ -422,8 +423,17 @@ def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]
         day = daily_date(rel)
         if day or kind is FileKind.DAILY_LOG:
             return (day.isoformat(), day.isoformat()) if day else (None, None)
-    dates = sorted(m.group(1) for u in chunk.units if (m := _MESSAGE_DAY.match(u.text)))
-    return (dates[0], dates[-1]) if dates else (None, None)
+    return None
+
+
+def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:
+    """The first and last date a chunk speaks of: a daily log's date, or its messages' dates;
+    (None, None) for undated text (MEMORY.md, notes)."""
+    days = _file_days(rel)
+    if days is not None:
+        return days
+    dates = [m.group(1) for u in chunk.units if (m := _MESSAGE_DAY.match(u.text))]
+    return (min(dates), max(dates)) if dates else (None, None)
 
 
 def replace_index_file(new: Path, target: Path) -> None:

@@ -142,6 +142,7 @@ class Memory:
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self._history: History | None = None
         self._history_lock = threading.Lock()
+        self.sync_validated = 0  # sync messages validated by this process (the mount shows it)
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
         # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
@@ -563,12 +564,14 @@ class Memory:
         """Validated messages; invalid data (``whole``, if ``data`` is the end of it) is kept
         under clawgpt-memory/.rejected/ with the reason, and raises SyncError."""
         try:
-            return sync_protocol.parse(data, first_line)
+            messages = sync_protocol.parse(data, first_line)
         except sync_protocol.SyncError as exc:
             kept = self.sync_store.reject(source, data if whole is None else whole, str(exc))
             # INFO: the front end reports it (a mount's log line, the CLI's error), once.
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
+        self.sync_validated += len(messages)
+        return messages
 
     def parse_sync(self, data: bytes, source: str = "stdin",
                    first_line: int = 1) -> list[sync_protocol.SyncMessage]:

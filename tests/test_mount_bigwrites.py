@@ -62,3 +62,30 @@ def test_an_edit_below_the_end_is_kept_whole(workspace: Path, mount_factory) -> 
         out.write(b'{"type":"message","message":{"role":"user","content":"late"}}\n')
     newest = sorted(p for p in (m.mnt / "history" / "sessions" / "edited.jsonl").iterdir() if p.is_file())[-1]
     assert newest.read_bytes() == (m.workspace / "sessions" / "edited.jsonl").read_bytes()
+
+
+def validated(mnt: Path) -> int:
+    """How many sync messages the mount has validated (a line of .memfs/requests)."""
+    for line in (mnt / ".memfs" / "requests").read_text().splitlines():
+        if line.startswith("# sync messages validated "):
+            return int(line.rsplit(" ", 1)[1])
+    raise AssertionError(".memfs/requests does not say how many sync messages were validated")
+
+
+def test_a_sync_file_is_validated_and_deduplicated_in_one_pass(workspace: Path, mount_factory) -> None:
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    lines = bigwrites.sync_lines(400_000, tag="once").splitlines(keepends=True)
+    data = b"".join(lines + lines[:50])  # the last 50 repeat ids stored a moment before
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    (m.mnt / "clawgpt-memory" / "2023-05-08.jsonl").write_bytes(data)
+    # Each line validated once, as write() took it; not again when the messages were stored.
+    assert validated(m.mnt) == len(lines) + 50
+    stored = [line for day in (m.workspace / "clawgpt-memory").glob("*.jsonl")
+              for line in day.read_bytes().splitlines()]
+    assert len(stored) == len(lines)  # each id once
+    again = validated(m.mnt)
+    with open(m.mnt / "clawgpt-memory" / "inbox", "wb") as out:
+        out.write(b"".join(lines[:10]))
+    assert validated(m.mnt) == again + 10
+    assert sum(len(day.read_bytes().splitlines()) for day in (m.workspace / "clawgpt-memory").glob("*.jsonl")) \
+        == len(lines)

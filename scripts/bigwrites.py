@@ -20,6 +20,8 @@ def _messages(dev: Path) -> list[dict]:
     out = []
     for path in sorted(dev.glob("conv-*/clawgpt-memory/*.jsonl")):
         out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not out:
+        raise SystemExit(f"no LoCoMo sync files under {dev}")
     out.sort(key=lambda m: m["timestamp"])
     return out
 
@@ -73,6 +75,8 @@ def transcript(size: int, dev: Path = DEV) -> bytes:
 def daily_log(size: int, dev: Path = DEV) -> bytes:
     """Markdown: the dev set's daily logs, in rounds; a round after the first tags each line."""
     logs = [p.read_text() for p in sorted(dev.glob("conv-*/memory/*.md"))]
+    if not logs:
+        raise SystemExit(f"no LoCoMo daily logs under {dev}")
     parts: list[str] = []
     total = 0
     round_ = 0

@@ -3,7 +3,10 @@ bytes cost (the daemon reads no more than that of the file), and the version kep
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -89,3 +92,41 @@ def test_a_sync_file_is_validated_and_deduplicated_in_one_pass(workspace: Path, 
     assert validated(m.mnt) == again + 10
     assert sum(len(day.read_bytes().splitlines()) for day in (m.workspace / "clawgpt-memory").glob("*.jsonl")) \
         == len(lines)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time the daemon has used so far (its threads included)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# Issue #20: a 30 MB file is keyword-indexed before close() returns at 10 MB/s or more.  Not
+# reached yet: chunking (a tiktoken count per line, units), the FTS5 and unit rows and their
+# commit cost some 16 CPU seconds for 30 MB of transcript (18 before the big-write changes); see
+# scripts/bench_write.py.  Searchable at close() is asserted; the rate, until it is reached, is
+# reported as an expected failure with the figures.
+TARGET_MB_PER_S = 10.0
+
+
+def test_a_30_mb_transcript_is_keyword_searchable_when_close_returns(workspace: Path, mount_factory,
+                                                                      tmp_path: Path) -> None:
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    data = bigwrites.transcript(30 << 20)
+    data += b'{"type":"message","id":"last","message":{"role":"user","content":"The Xylophonist closed it."}}\n'
+    source = tmp_path / "import.jsonl"
+    source.write_bytes(data)
+    (m.mnt / "sessions").mkdir(exist_ok=True)
+    assert m.pid is not None
+    cpu = cpu_seconds(m.pid)
+    started = time.perf_counter()
+    subprocess.run(["cp", str(source), str(m.mnt / "sessions" / "import.jsonl")], check=True)
+    wall = time.perf_counter() - started
+    cpu = cpu_seconds(m.pid) - cpu
+    hits = m.search_json("Xylophonist")["results"]  # another process, right after close() returned
+    assert hits and hits[0]["path"] == "sessions/import.jsonl"
+    assert hits[0]["start_line"] == data.count(b"\n")
+    print(f"30 MB transcript: {wall:.1f} s wall ({len(data) / 1e6 / wall:.2f} MB/s), {cpu:.1f} s CPU")
+    rate = len(data) / 1e6 / wall
+    if rate < TARGET_MB_PER_S:
+        pytest.xfail(f"issue #20 part 4: {rate:.2f} MB/s ({wall:.1f} s wall, {cpu:.1f} s CPU), not yet "
+                     f"{TARGET_MB_PER_S:g} MB/s")

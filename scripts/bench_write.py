@@ -148,6 +148,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--load", type=int, default=0, help="busy loops running beside it all")
     parser.add_argument("--no-appends", action="store_true")
+    parser.add_argument("--no-copies", action="store_true")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     loops = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]
@@ -157,7 +158,7 @@ def main() -> int:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("MEMFS_")},
            "MEMFS_STATE_DIR": str(root / "state"), "MEMFS_DAEMON_ON_DEMAND": "false"}
     try:
-        rows = copies(root, env, args.kinds.split(","), sizes, args.runs)
+        rows = [] if args.no_copies else copies(root, env, args.kinds.split(","), sizes, args.runs)
         append_rows = [] if args.no_appends else appends(root, env, sizes, args.runs)
     finally:
         for loop in loops:

@@ -154,7 +154,10 @@ class Indexer:
                       and previous.tail_hash == _tail_hash(fd, previous.size))
             start = previous.resume_offset if append and previous else 0
             data = _read_from(fd, start)
-            tail = _tail_hash(fd, st.st_size) if kind.is_jsonl else ""
+            if identity.startswith("size:"):
+                tail = identity.rpartition(":")[2]  # the same hash: its last bytes are not read twice
+            else:
+                tail = _tail_hash(fd, st.st_size) if kind.is_jsonl else ""
             # An append to a transcript is read from its last chunk on: its session header (the
             # first line, which titles every message) is read apart.
             header = session_header(_first_line(fd)) if append and kind is FileKind.SESSION else ("", "")

@@ -142,7 +142,7 @@ class EmbeddingConfig(_Section):
 
 class IndexConfig(_Section):
     extra_paths: StrList  # glob patterns relative to the workspace
-    max_file_mb: float = Field(20.0, gt=0, le=100_000)
+    max_file_mb: float = Field(64.0, gt=0, le=100_000)  # a 30 MB daily log imported whole is indexed
 
     split_lists = field_validator("extra_paths", mode="before")(_split_list)
 

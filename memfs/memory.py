@@ -8,6 +8,7 @@ Nothing here knows about FUSE or click.
 
 from __future__ import annotations
 
+
 import dataclasses
 import datetime as dt
 import fcntl
@@ -110,6 +111,8 @@ class GetError(ValueError):
 
 BUNDLE_MODES = (MAIN_MODE, SHARED_MODE)
 SyncError = sync_protocol.SyncError  # what ingest_sync raises, for front ends that must not import sync/
+# Sync data validated already: (its messages, how many bytes and how many lines they came from).
+ParsedSync = tuple[list[sync_protocol.SyncMessage], int, int]
 
 
 AppendError = notes.AppendError
@@ -139,6 +142,7 @@ class Memory:
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self._history: History | None = None
         self._history_lock = threading.Lock()
+        self.sync_validated = 0  # sync messages validated by this process (the mount shows it)
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
         # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
@@ -347,10 +351,14 @@ class Memory:
         if self.history is not None:
             self.history.before_change(rel)
 
-    def file_changed(self, rel: str, who: Provenance = BESIDE) -> Outcome:
+    def file_changed(self, rel: str, who: Provenance = BESIDE, appended_from: int | None = None) -> Outcome:
         """A file was written (closed, fsynced, renamed into place, changed beside the mount) by
-        ``who``: its new content is kept as a version, then indexed."""
-        self._after_change(lambda history: history.changed(rel, who), rel)
+        ``who``: its new content is kept as a version, then indexed.  ``appended_from``: nothing
+        before this offset was written since its last version (see History.changed)."""
+        self._after_change(lambda history: history.changed(rel, who, appended_from), rel)
+        return self._index_changed(rel)
+
+    def _index_changed(self, rel: str) -> Outcome:
         outcome = self.indexer.index_file(rel)
         if outcome.action == "skipped" and outcome.reason:
             log.warning("not indexed: %s: %s", outcome.path, outcome.reason)  # printable, whatever the name
@@ -551,20 +559,25 @@ class Memory:
         header = session_header(first_line) if session and from_line > 1 else ("", "")
         return messages_as_text(parse_jsonl(body, session=session, first_line=from_line, header=header))
 
-    def _parse_sync(self, data: bytes, source: str, first_line: int = 1) -> list[sync_protocol.SyncMessage]:
-        """Validated messages; invalid data is kept under clawgpt-memory/.rejected/ with the
-        reason, and raises SyncError."""
+    def _parse_sync(self, data: bytes, source: str, first_line: int = 1,
+                    whole: bytes | None = None) -> list[sync_protocol.SyncMessage]:
+        """Validated messages; invalid data (``whole``, if ``data`` is the end of it) is kept
+        under clawgpt-memory/.rejected/ with the reason, and raises SyncError."""
         try:
-            return sync_protocol.parse(data, first_line)
+            messages = sync_protocol.parse(data, first_line)
         except sync_protocol.SyncError as exc:
-            kept = self.sync_store.reject(source, data, str(exc))
+            kept = self.sync_store.reject(source, data if whole is None else whole, str(exc))
             # INFO: the front end reports it (a mount's log line, the CLI's error), once.
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
+        self.sync_validated += len(messages)
+        return messages
 
-    def check_sync(self, data: bytes, source: str = "stdin", first_line: int = 1) -> int:
-        """Validate sync data without storing it; returns how many messages it holds."""
-        return len(self._parse_sync(data, source, first_line))
+    def parse_sync(self, data: bytes, source: str = "stdin",
+                   first_line: int = 1) -> list[sync_protocol.SyncMessage]:
+        """Validate sync data without storing it; returns its messages (for ingest_sync's
+        ``parsed``, so they are not parsed again)."""
+        return self._parse_sync(data, source, first_line)
 
     def check_sync_unfinished(self, data: bytes, source: str, first_line: int = 1) -> None:
         """Validate sync data that may still grow, once it is complete JSON (see
@@ -582,12 +595,18 @@ class Memory:
         return sync_protocol.is_envelope_start(data)
 
     def ingest_sync(self, data: bytes, source: str = "stdin", mode: str | None = None,
-                    who: Provenance = BESIDE) -> IngestResult:
+                    who: Provenance = BESIDE, parsed: ParsedSync | None = None) -> IngestResult:
         """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
         already stored anywhere (a shared mode: in the day files it may see), append the rest to
         their date files, index those files.  Invalid input stores nothing, is kept under
-        clawgpt-memory/.rejected/ and raises SyncError."""
-        messages = self._parse_sync(data, source)
+        clawgpt-memory/.rejected/ and raises SyncError.  ``parsed``: (messages, bytes, lines) of
+        ``data``'s first complete lines, validated already (as the mount validates each write);
+        only the rest is parsed here."""
+        if parsed is not None:
+            done, size, lines = parsed
+            messages = done + self._parse_sync(data[size:], source, lines + 1, whole=data)
+        else:
+            messages = self._parse_sync(data, source)
         privacy = self.privacy(mode)
         try:
             result = self.sync_store.ingest(messages, privacy.is_private if privacy.shared else None)
@@ -595,8 +614,18 @@ class Memory:
             kept = self.sync_store.reject(source, data, exc.strerror or str(exc))
             log.info("refused sync data from %s: %s (kept in %s)", source, exc.strerror, kept)
             raise sync_protocol.SyncError(exc.strerror or str(exc)) from None
+        # A year of history lands in hundreds of day files: their versions are kept in one
+        # transaction (one flush of the history, not one per file), each from its appended lines.
+        history = self.history
+        if history is not None:
+            try:
+                with history.store.transaction():
+                    for rel in result.files:
+                        self._after_change(lambda h, rel=rel: h.changed(rel, who, result.grew_from.get(rel)), rel)
+            except HISTORY_FAILURES as exc:
+                log.error("history: no versions of the day files were kept (%s); the messages are stored", exc)
         for rel in result.files:
-            self.file_changed(rel, who)
+            self._index_changed(rel)
         return result
 
     def append(self, text: str, section: str | None = None, mode: str | None = None,

@@ -264,7 +264,8 @@ def test_a_rejected_rewrite_of_staged_lines_is_undone_whole(tmp_path: Path, make
     memory = make_memory(tmp_path / "ws", embedding__provider="none")
     line = lambda i: (_json.dumps({"id": f"m{i}", "chatId": "c", "chatTitle": "t", "role": "user",  # noqa: E731
                                    "content": "hi", "timestamp": 1795000000000}) + "\n").encode()
-    handle = SimpleNamespace(staged=bytearray(), staged_base=0, checked=0, checked_lines=0, path="clawgpt-memory/x")
+    handle = SimpleNamespace(staged=bytearray(), staged_base=0, checked=0, checked_lines=0, parsed=[],
+                             path="clawgpt-memory/x")
     offset = 0
     for i in range(3):
         offset += syncfiles.stage(handle, offset, line(i), memory)
@@ -273,3 +274,4 @@ def test_a_rejected_rewrite_of_staged_lines_is_undone_whole(tmp_path: Path, make
         syncfiles.stage(handle, 0, b'{"id": "broken", "oops": 1}\n', memory)  # rewrites line 1 badly
     assert raised.value.errno == _errno.EINVAL
     assert bytes(handle.staged) == before and handle.checked == len(before)  # nothing acknowledged is lost
+    assert [m.id for m in handle.parsed] == ["m0", "m1", "m2"]  # nor the messages validated with them

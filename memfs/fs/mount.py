@@ -162,6 +162,8 @@ class Daemon:
         """``.memfs/requests``: how many requests of each kind the kernel sent since the mount
         (reading this file adds its own lookup, open, read, flush and release)."""
         lines = [f"{name} {count}" for name, count in sorted(self.ops.requests.items())]
+        # Each sync message is validated once, as write() takes it, not again when it is stored.
+        lines.append(f"# sync messages validated {self.memory.sync_validated}")
         if self.quick is not None:
             lines.append(f"# of all requests (forgets too), picked up at once {self.quick.quick}, after a wait "
                          f"through the event loop {self.quick.waited}")

@@ -189,7 +189,7 @@ class MemfsOperations(Passthrough):
         fd = os.open(self.full(rel), os.O_RDONLY | os.O_CLOEXEC)
         info = self._file_info(fd, inode, rel, os.O_RDONLY)
         handle = self.handles[info.fh]
-        handle.staged, handle.staged_base = bytearray(), size
+        handle.staged, handle.staged_base, handle.parsed = bytearray(), size, []
         info.direct_io = True  # the file does not hold staged bytes: keep the page cache out of it
         return info
 
@@ -197,13 +197,16 @@ class MemfsOperations(Passthrough):
         if not handle.staged:
             return
         data = bytes(handle.staged)
+        # The lines validated as write() took them are not parsed again.
+        parsed = (handle.parsed, handle.checked, handle.checked_lines) if handle.parsed is not None else None
         handle.staged_base += len(data)
         handle.staged.clear()
         handle.checked = handle.checked_lines = 0
+        handle.parsed = []
         memory = self.writes.memory
         try:
             result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path, self.virtual.mode,
-                                                   handle.who or self.writes.unknown_caller)
+                                                   handle.who or self.writes.unknown_caller, parsed)
         except SyncError as exc:
             log.warning("refused sync write to %s: %s", handle.path, exc)
             await self._forget_cached(handle.path)  # the kernel counted bytes that never landed
@@ -266,7 +269,7 @@ class MemfsOperations(Passthrough):
         self.view.created(handle.path)
         if is_sync_file(handle.path):
             handle.who = handle.who or self.writes.who(ctx.uid, ctx.pid)
-            handle.staged, handle.staged_base = bytearray(), 0
+            handle.staged, handle.staged_base, handle.parsed = bytearray(), 0, []
             handle.created = True
             handle.dirty = False
             info.direct_io = True

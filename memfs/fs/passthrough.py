@@ -90,6 +90,7 @@ class Handle:
     staged_base: int = 0  # file size at open: staged[0] belongs at this offset
     checked: int = 0  # staged[:checked] is complete lines already validated
     checked_lines: int = 0  # how many lines staged[:checked] holds
+    parsed: list | None = None  # the messages of staged[:checked] (None: not known, parsed at flush)
     created: bool = False  # made by this open (create)
     wrote: bool = False  # written since the kernel's pages were last known to match the file
     who: Any = None  # the Provenance of the process that opened it for writing (memory files)
@@ -255,6 +256,7 @@ class Passthrough(pyfuse3.Operations):
         path = self.full(rel)
         if fields.update_size:
             await self.writes.before_change(rel)
+            self.writes.wrote(rel, attr.st_size)
             if handle is not None:
                 os.ftruncate(handle.fd, attr.st_size)
             else:
@@ -469,6 +471,7 @@ class Passthrough(pyfuse3.Operations):
                 raise FUSEError(errno.ESTALE)
             if flags & os.O_TRUNC and stat.S_ISREG(st.st_mode):
                 await self.writes.before_change(rel)
+                self.writes.wrote(rel, 0)
                 os.ftruncate(fd, 0)
         except BaseException:
             os.close(fd)
@@ -536,6 +539,8 @@ class Passthrough(pyfuse3.Operations):
         if not handle.dirty and handle.who is not None:
             await self.writes.before_change(handle.path, own_handles=1)  # the first write since the last version
         written = os.pwrite(handle.fd, buf, off)
+        if handle.who is not None:
+            self.writes.wrote(handle.path, off)  # was it only an append? (the history asks)
         handle.dirty = handle.written = handle.wrote = True
         return written
 

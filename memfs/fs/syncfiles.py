@@ -1,7 +1,8 @@
 """What is written into ``clawgpt-memory/`` on the mount: held per open file ("staged") and
 validated as ``write()`` receives it, stored as sync messages when the file is flushed.
 
-Each write is judged as soon as it completes something: every complete JSONL line, a last line
+The messages of the lines judged are kept with the staged bytes, so at flush they are stored
+without being parsed again.  Each write is judged as soon as it completes something: every complete JSONL line, a last line
 without its newline once it is complete JSON, a whole ``[CLAWGPT-SYNC]`` envelope once it is.
 A bad one fails that very ``write()`` with EINVAL (so ``echo >>`` and ``printf >`` report it):
 appended bytes go with the line they belong to, a rewrite of staged bytes is undone whole, and
@@ -34,18 +35,19 @@ def stage(handle: Any, off: int, buf: bytes, memory: Memory) -> int:
         # (memfs appends canonical lines itself), so the bytes simply follow.
         staged.extend(buf)
     else:
-        before = (bytes(staged), handle.checked, handle.checked_lines)
+        before = (bytes(staged), handle.checked, handle.checked_lines, handle.parsed)
         staged[start : start + len(buf)] = buf
         if start < handle.checked:  # rewriting checked lines: check them again
             handle.checked = staged.rfind(b"\n", 0, start) + 1
             handle.checked_lines = staged.count(b"\n", 0, handle.checked)
+            handle.parsed = None  # which messages went with those lines is not kept: parsed at flush
     try:
         _check(handle, memory)
     except SyncError as exc:
         log.warning("refused sync write to %s: %s", handle.path, exc)
         if before is not None:
             staged[:] = before[0]
-            handle.checked, handle.checked_lines = before[1], before[2]
+            handle.checked, handle.checked_lines, handle.parsed = before[1], before[2], before[3]
         else:
             del staged[handle.checked :]  # the bad line, with its head from earlier writes
         raise FUSEError(errno.EINVAL) from None
@@ -59,7 +61,9 @@ def _check(handle: Any, memory: Memory) -> None:
         return
     end = staged.rfind(b"\n") + 1
     if end > handle.checked:
-        memory.check_sync(bytes(staged[handle.checked : end]), handle.path, handle.checked_lines + 1)
+        found = memory.parse_sync(bytes(staged[handle.checked : end]), handle.path, handle.checked_lines + 1)
+        if handle.parsed is not None:
+            handle.parsed.extend(found)
         handle.checked_lines += staged.count(b"\n", handle.checked, end)
         handle.checked = end
     if end < len(staged):
@@ -73,3 +77,4 @@ def truncate(handle: Any, size: int) -> None:
     if keep < handle.checked:  # lines cut off must be checked again when rewritten
         handle.checked = handle.staged.rfind(b"\n", 0, keep) + 1
         handle.checked_lines = handle.staged.count(b"\n", 0, handle.checked)
+        handle.parsed = None

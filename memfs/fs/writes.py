@@ -45,6 +45,10 @@ class MemoryWrites:
         self.own: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
         # paths open for writing through the mount: their inotify events are ours (mid-write)
         self.writing: dict[str, int] = {}
+        # memory path -> the lowest offset written (or truncated to) through the mount since its
+        # last version: a change at or past the version's end is an append, kept from its new
+        # bytes alone.  No entry: not known, so the history reads the file whole.
+        self.lowest: dict[str, int] = {}
         # Called when the workspace's .memfs.toml changes through the mount (the daemon reloads).
         self.on_config_change: Callable[[], Awaitable[None]] | None = None
 
@@ -98,6 +102,12 @@ class MemoryWrites:
         else:
             self.writing.pop(rel, None)
 
+    def wrote(self, rel: str, offset: int) -> None:
+        """Bytes of memory file ``rel`` were written (or it was truncated) at ``offset``."""
+        low = self.lowest.get(rel)
+        if low is None or offset < low:
+            self.lowest[rel] = offset
+
     # A file opened under another name and renamed onto a memory file before it was closed.
     unknown_caller = Provenance(MOUNT)
 
@@ -132,13 +142,14 @@ class MemoryWrites:
             await self.on_config_change()
         if not self.is_memory(rel):
             return
-        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel, who)
+        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel, who, self.lowest.pop(rel, None))
         if outcome.pending:
             self.embedder.kick()
 
     async def removed(self, rel: str, who: Provenance = BESIDE) -> None:
         """A file or an (empty) directory was removed through the mount."""
         self._remember(rel, GONE)
+        self._forget_writes(rel)
         if rel == CONFIG_FILE and self.on_config_change is not None:
             await self.on_config_change()
         if self.is_memory(rel):
@@ -147,12 +158,19 @@ class MemoryWrites:
     async def moved(self, old: str, new: str, who: Provenance = BESIDE) -> None:
         self.note_own(old)  # gone, or (RENAME_EXCHANGE) the other file now
         self.note_own(new)
+        self._forget_writes(old)
+        self._forget_writes(new)
         if CONFIG_FILE in (old, new) and self.on_config_change is not None:
             await self.on_config_change()
         if not (self.is_memory(old) or self.is_memory(new) or self._is_folder(new)):
             return  # a plain file moved (an editor's backup, a temp file): nothing to index
         await trio.to_thread.run_sync(self.memory.path_moved, old, new, who)
         self.embedder.kick()
+
+    def _forget_writes(self, rel: str) -> None:
+        """``rel`` (a file or a folder) was moved or removed: its next version is read whole."""
+        for path in [p for p in self.lowest if p == rel or p.startswith(rel + "/")]:
+            del self.lowest[path]
 
     async def embed_worker(self) -> None:
         await self.embedder.run()

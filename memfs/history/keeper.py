@@ -5,7 +5,11 @@ CLI (if the file no longer looks as it did when its newest version was taken, so
 beside the mount: that content is kept first, so the change cannot lose it), **after** a change
 (close, fsync, truncate, rename into place: the new content, with who made it), and when the
 watcher or a reconciliation sees a change made beside the mount.  A version identical to the
-newest one is not kept again.  Forgetting versions on purpose is here too, with what it leaves
+newest one is not kept again.  When the mount knows a change only appended to the file (no byte
+below the newest version's end was written through it since), only the appended bytes are read:
+the whole content's SHA-256 goes on from the state this process kept of the newest version, and
+the last bytes before the old end are compared with those it kept, so an append to a 30 MB
+transcript costs what the appended bytes cost.  Forgetting versions on purpose is here too, with what it leaves
 (the same bytes under another version, a file that holds them now).
 """
 
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+from collections import OrderedDict
 import json
 import logging
 import os
@@ -21,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from memfs import longpath
 from memfs.cleantext import clean_text
@@ -36,6 +42,23 @@ log = logging.getLogger(__name__)
 PRUNE_EVERY_VERSIONS = 64
 PRUNE_EVERY_S = 3600.0
 READ_ATTEMPTS = 5  # a file changing while it is read is read again
+TAIL_CHECK = 4096  # the bytes before a file's old end compared before only its new ones are read
+KNOWN_FILES = 256  # files whose newest version's hash state is kept, for appends
+
+
+@dataclass
+class _Known:
+    """What this process knows of a file's newest version: enough to take an append from the
+    appended bytes alone."""
+
+    blob: int
+    size: int
+    hasher: Any  # hashlib's sha256 of the content, to go on from
+    tail: bytes  # the content's last TAIL_CHECK bytes
+
+
+class _NotAnAppend(Exception):
+    """The file is not its newest version plus appended bytes: it is read whole instead."""
 
 
 class NoSuchVersion(LookupError):
@@ -80,6 +103,7 @@ class History:
         self.store = self._open(path, identity)
         self._since_prune = 0
         self._pruned_at = time.monotonic()  # a mount or daemon prunes as it starts (Memory.reconcile)
+        self._known: OrderedDict[str, _Known] = OrderedDict()
 
     @staticmethod
     def _open(path: Path, identity: str) -> HistoryStore:
@@ -155,11 +179,64 @@ class History:
             return None
         return self._take(rel, BESIDE, beside=True)
 
-    def changed(self, rel: str, who: Provenance) -> Version | None:
-        """``rel`` was changed by ``who``: keep its new content."""
+    def changed(self, rel: str, who: Provenance, appended_from: int | None = None) -> Version | None:
+        """``rel`` was changed by ``who``: keep its new content.  ``appended_from``: no byte
+        before this offset was written since the newest version was taken (the mount tracks its
+        writes); then, if the newest version ends there or before, only the rest is read."""
         if not self.tracks(rel):
             return None
+        if appended_from is not None:
+            try:
+                return self._take_appended(rel, who, appended_from)
+            except _NotAnAppend:
+                pass
         return self._take(rel, who, beside=who is BESIDE)
+
+    def _remember(self, rel: str, blob: int, size: int, hasher: Any, tail: bytes) -> None:
+        self._known[rel] = _Known(blob, size, hasher, tail[-TAIL_CHECK:])
+        self._known.move_to_end(rel)
+        while len(self._known) > KNOWN_FILES:
+            self._known.popitem(last=False)
+
+    def _take_appended(self, rel: str, who: Provenance, appended_from: int) -> Version | None:
+        known = self._known.get(rel)
+        if known is None or appended_from < known.size:
+            raise _NotAnAppend
+        with self.store.transaction():
+            try:
+                with longpath.reach(self.workspace / rel) as path:
+                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:
+                raise _NotAnAppend from None
+            try:
+                before = os.fstat(fd)
+                if not stat.S_ISREG(before.st_mode) or before.st_size < known.size:
+                    raise _NotAnAppend
+                if os.pread(fd, len(known.tail), known.size - len(known.tail)) != known.tail:
+                    raise _NotAnAppend  # changed below its old end after all (beside the mount)
+                chunks = []
+                offset = known.size
+                while block := os.pread(fd, 1 << 20, offset):
+                    chunks.append(block)
+                    offset += len(block)
+                after = os.fstat(fd)
+            finally:
+                os.close(fd)
+            if fingerprint(before) != fingerprint(after):
+                raise _NotAnAppend  # still being written: read whole, as a changing file is
+            tail = b"".join(chunks)
+            hasher = known.hasher.copy()
+            hasher.update(tail)
+            try:
+                version = self.store.add(rel, tail, time.time_ns(), who, fingerprint(after), after.st_nlink > 1,
+                                         digest=hasher.hexdigest(), on=(known.blob, known.size))
+            except HistoryError:
+                raise _NotAnAppend from None  # another process kept a version meanwhile
+        self._remember(rel, version.blob if version else known.blob, known.size + len(tail), hasher,
+                       known.tail + tail)
+        if version is not None:
+            self._taken(rel, version, who)
+        return version
 
     def _take(self, rel: str, who: Provenance, beside: bool) -> Version | None:
         # Read and recorded in one write transaction: of two closes racing (threads of one mount,
@@ -172,19 +249,32 @@ class History:
             now = time.time_ns()
             # Made beside the mount: the file's own time says when (never later than now).
             when = min(snap.mtime_ns, now) if beside else now
-            version = self.store.add(rel, snap.data, when, who, snap.fingerprint or None, snap.linked)
+            hasher = hashlib.sha256(snap.data)
+            version = self.store.add(rel, snap.data, when, who, snap.fingerprint or None, snap.linked,
+                                     digest=hasher.hexdigest())
+            newest = version or self.store.latest(rel)
+            if newest is not None and snap.fingerprint and newest.size == len(snap.data):
+                self._remember(rel, newest.blob, len(snap.data), hasher, snap.data[-TAIL_CHECK:])
+            else:
+                self._known.pop(rel, None)
         if version is not None:
-            log.debug("history: %s %s (%d bytes, via %s)", rel, version.name, version.size, who.via)
-            self._since_prune += 1
-            if self._since_prune >= PRUNE_EVERY_VERSIONS or time.monotonic() - self._pruned_at > PRUNE_EVERY_S:
-                self.prune()
+            self._taken(rel, version, who)
         return version
+
+    def _taken(self, rel: str, version: Version, who: Provenance) -> None:
+        log.debug("history: %s %s (%d bytes, via %s)", rel, version.name, version.size, who.via)
+        self._since_prune += 1
+        in_batch = not self.store.conn.getautocommit()  # many files in one transaction: pruned at the next
+        if not in_batch and (self._since_prune >= PRUNE_EVERY_VERSIONS
+                             or time.monotonic() - self._pruned_at > PRUNE_EVERY_S):
+            self.prune()
 
     def removed(self, rel: str, who: Provenance) -> int:
         """``rel`` (a file, or a folder and all below it) is gone: record it for each file that
         has versions; they stay readable."""
         gone = 0
         for path in self._paths_under(rel):
+            self._known.pop(path, None)
             if not longpath.lexists(self.workspace / path):
                 gone += self.store.deleted(path, time.time_ns(), who)
         return gone

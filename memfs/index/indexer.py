@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import errno
+import functools
 import hashlib
 import logging
 import os
@@ -153,7 +154,10 @@ class Indexer:
                       and previous.tail_hash == _tail_hash(fd, previous.size))
             start = previous.resume_offset if append and previous else 0
             data = _read_from(fd, start)
-            tail = _tail_hash(fd, st.st_size) if kind.is_jsonl else ""
+            if identity.startswith("size:"):
+                tail = identity.rpartition(":")[2]  # the same hash: its last bytes are not read twice
+            else:
+                tail = _tail_hash(fd, st.st_size) if kind.is_jsonl else ""
             # An append to a transcript is read from its last chunk on: its session header (the
             # first line, which titles every message) is read apart.
             header = session_header(_first_line(fd)) if append and kind is FileKind.SESSION else ("", "")
@@ -412,9 +416,9 @@ class _Read:
         return dataclasses.replace(record, resume_line=line, resume_offset=offset)
 
 
-def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:
-    """The first and last date a chunk speaks of: a daily log's date, or its messages' dates;
-    (None, None) for undated text (MEMORY.md, notes)."""
+@functools.lru_cache(maxsize=1024)
+def _file_days(rel: str) -> tuple[str | None, str | None] | None:
+    """A file's own date for all its chunks, or None when each chunk is dated by its messages."""
     kind = classify(rel)
     if kind is FileKind.DAILY_LOG or kind is FileKind.SYNC:
         # A sync day file holds the messages of its day in sync.timezone (that is how they are
@@ -422,8 +426,17 @@ def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]
         day = daily_date(rel)
         if day or kind is FileKind.DAILY_LOG:
             return (day.isoformat(), day.isoformat()) if day else (None, None)
-    dates = sorted(m.group(1) for u in chunk.units if (m := _MESSAGE_DAY.match(u.text)))
-    return (dates[0], dates[-1]) if dates else (None, None)
+    return None
+
+
+def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:
+    """The first and last date a chunk speaks of: a daily log's date, or its messages' dates;
+    (None, None) for undated text (MEMORY.md, notes)."""
+    days = _file_days(rel)
+    if days is not None:
+        return days
+    dates = [m.group(1) for u in chunk.units if (m := _MESSAGE_DAY.match(u.text))]
+    return (min(dates), max(dates)) if dates else (None, None)
 
 
 def replace_index_file(new: Path, target: Path) -> None:

@@ -50,10 +50,16 @@ _HEADING_LEVEL = re.compile(r"^\s{0,3}(#{1,6})\s")
 _MARKS = re.compile(r"^\s*(?:#{1,6}\s+|>\s*|(?:[-*+]|\d{1,3}[.)])\s+(?:\[[ xX]\]\s+)?)+")
 
 
+# _MARKS over a whole text at once: the same marks at the start of every line, none of its
+# whitespace a newline (so no match runs into the next line).
+_MARKS_LINES = re.compile(r"^[^\S\n]*(?:#{1,6}[^\S\n]+|>[^\S\n]*|(?:[-*+]|\d{1,3}[.)])[^\S\n]+(?:\[[ xX]\][^\S\n]+)?)+",
+                          re.MULTILINE)
+
+
 def plain(text: str) -> str:
     """Text as the embedding model should read it: heading hashes, quote marks, list markers
     and task boxes dropped from the start of every line."""
-    return "\n".join(_MARKS.sub("", line) for line in text.split("\n"))
+    return _MARKS_LINES.sub("", text)
 
 
 @dataclass(frozen=True)

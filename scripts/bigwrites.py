@@ -1,0 +1,99 @@
+"""Large memory files made from real LoCoMo text, for the big-write benchmark and its tests.
+
+Three kinds, each of about ``size`` bytes: a ClawGPT sync file (the dev set's messages repeated
+under fresh ids, re-dated one day later per round so a year of history routes to many day
+files), a session transcript (``sessions/*.jsonl``: one session header, then the same turns as
+``type: "message"`` records), and a daily log (the dev set's Markdown logs, each repeated round's
+lines tagged with the round so no line repeats).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "locomo-dev"
+DAY_MS = 86_400_000
+
+
+def _messages(dev: Path) -> list[dict]:
+    out = []
+    for path in sorted(dev.glob("conv-*/clawgpt-memory/*.jsonl")):
+        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    if not out:
+        raise SystemExit(f"no LoCoMo sync files under {dev}")
+    out.sort(key=lambda m: m["timestamp"])
+    return out
+
+
+def sync_lines(size: int, dev: Path = DEV, tag: str = "b") -> bytes:
+    """JSONL sync lines, ``size`` bytes or a little more."""
+    base = _messages(dev)
+    lines: list[bytes] = []
+    total = 0
+    round_ = 0
+    while total < size:
+        for m in base:
+            record = {**m, "id": f"{m['id']}-{tag}{round_}", "timestamp": m["timestamp"] + round_ * DAY_MS}
+            line = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            lines.append(line)
+            total += len(line)
+            if total >= size:
+                break
+        round_ += 1
+    return b"".join(lines)
+
+
+def session_header(ident: str = "import") -> bytes:
+    return json.dumps({"type": "session", "id": ident, "timestamp": "2023-05-08T13:56:00Z"}).encode() + b"\n"
+
+
+def session_records(size: int, dev: Path = DEV, start_round: int = 0) -> bytes:
+    """Transcript message records (no header), ``size`` bytes or a little more."""
+    base = _messages(dev)
+    lines: list[bytes] = []
+    total = 0
+    round_ = start_round
+    while total < size:
+        for m in base:
+            record = {"type": "message", "id": f"{m['id']}-{round_}", "timestamp": m["timestamp"] + round_ * DAY_MS,
+                      "message": {"role": m["role"], "content": m["content"]}}
+            line = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            lines.append(line)
+            total += len(line)
+            if total >= size:
+                break
+        round_ += 1
+    return b"".join(lines)
+
+
+def transcript(size: int, dev: Path = DEV) -> bytes:
+    head = session_header()
+    return head + session_records(size - len(head), dev)
+
+
+def daily_log(size: int, dev: Path = DEV) -> bytes:
+    """Markdown: the dev set's daily logs, in rounds; a round after the first tags each line."""
+    logs = [p.read_text() for p in sorted(dev.glob("conv-*/memory/*.md"))]
+    if not logs:
+        raise SystemExit(f"no LoCoMo daily logs under {dev}")
+    parts: list[str] = []
+    total = 0
+    round_ = 0
+    while total < size:
+        for text in logs:
+            if round_:
+                text = "\n".join(f"{line} (r{round_})" if line.strip() and not line.startswith("#") else line
+                                 for line in text.split("\n"))
+            block = text.rstrip("\n") + "\n\n"
+            parts.append(block)
+            total += len(block.encode())
+            if total >= size:
+                break
+        round_ += 1
+    return "".join(parts).encode()
+
+
+def last_word(data: bytes) -> str:
+    """A word of the data's last line only (for checking the end was indexed)."""
+    return data.rstrip(b"\n").rsplit(b"\n", 1)[-1].decode()

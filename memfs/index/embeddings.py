@@ -141,6 +141,11 @@ class LocalProvider:
         # One bulk inference at a time keeps peak memory low; a query (a call of a few texts)
         # runs beside it, so a search never waits for a backlog's run to finish.
         self._lock = threading.Lock()
+        # The work done so far: word pieces read ([CLS] and [SEP] included: the model computes
+        # them like any other piece) and padding computed beside them (a batch is as long as its
+        # longest window).  scripts/bench_index.py --work and a test read them.
+        self.pieces_read = 0
+        self.padding_read = 0
 
     def _windows(self, text: str) -> list[list[int]]:
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -168,6 +173,9 @@ class LocalProvider:
         for row, window in enumerate(windows):
             ids[row, : len(window)] = window
             mask[row, : len(window)] = 1
+        read = sum(len(w) for w in windows)
+        self.pieces_read += read
+        self.padding_read += ids.size - read
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)

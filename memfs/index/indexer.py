@@ -59,10 +59,6 @@ Progress = Callable[[int, int], None]
 # What the embedding queue takes before older history: today and yesterday, the days the context
 # bundle reads.
 RECENT_DAYS = 2
-# Units a chunk holds, about: a 400-token chunk of dialogue or notes has 10-20 (a turn, a fact, a
-# window of 4 lines).  A call for units whose chunk has a vector already takes this many per chunk
-# it would take, so a call is about as long either way.
-UNITS_PER_CHUNK = 16
 
 
 @dataclass(frozen=True)
@@ -280,7 +276,7 @@ class Indexer:
         self.store.remove_file(old)
         return self.index_file(new)
 
-    def embed_pending(self, batch: int = 16, limit: int | None = None, progress: Progress | None = None,
+    def embed_pending(self, batch: int = 256, limit: int | None = None, progress: Progress | None = None,
                       stop: threading.Event | None = None) -> int:
         """Embed what has no vector yet, the right things first: MEMORY.md, then what is dated in
         the last RECENT_DAYS (the latest day first), then everything else, the last written first
@@ -288,9 +284,11 @@ class Indexer:
 
         A chunk is embedded with its units, from one call to the model that reads each text once
         (:mod:`memfs.index.readings`): the chunk's vector is made from its units', so it costs
-        no reading of its own.  ``batch`` and ``limit`` count chunks (a unit left without a
-        vector while its chunk has one, found in the cache, counts 1/UNITS_PER_CHUNK).  Returns
-        how many chunks and units got their vectors; ``stop`` ends it between calls."""
+        no reading of its own.  A call takes whole chunks with their units, up to ``batch``
+        passages (chunks and units), at least one chunk; then units left without a vector while
+        their chunk has one (a chunk found in the cache).  ``limit`` bounds the passages of the
+        whole run the same way.  Returns how many passages got their vectors; ``stop`` ends it
+        between calls."""
         if not self.embeds:
             return 0
         if self.meter is None or self.meter.store is not self.store:
@@ -305,25 +303,40 @@ class Indexer:
                     began = time.monotonic()
                     take = int(min(size, budget))
                     if units_only:
-                        units = self.store.pending_units(take * UNITS_PER_CHUNK, **tier)
                         chunks: list[StoredChunk] = []
-                        ids = sorted({u.chunk_id for u in units})
+                        units = self.store.pending_units(take, **tier)
                     else:
-                        chunks = self.store.pending_chunks(take, **tier)
-                        ids = [c.id for c in chunks]
-                        units = self.store.units_of(ids)
+                        # A chunk is at least two passages (itself and a unit) most of the time.
+                        chunks, units = self._whole(self.store.pending_chunks(take // 2 + 1, **tier), take)
                     if not chunks and not units:
                         break
-                    budget -= len(chunks) or max(1.0, len(units) / UNITS_PER_CHUNK)
                     embedded = self._embed(chunks, units)
+                    budget -= embedded
                     # The rate a shared reader is told must not move with private text: batches
                     # holding any are left out of it.
-                    if not self.store.any_private(ids):
+                    if not self.store.any_private([c.id for c in chunks] or [u.chunk_id for u in units]):
                         self.meter.batch(embedded, time.monotonic() - began)
                     done += embedded
                     if progress:
                         progress(done, max(total, done))
         return done
+
+    def _whole(self, chunks: list[StoredChunk], passages: int) -> tuple[list[StoredChunk], list[StoredUnit]]:
+        """The first chunks whose passages (each chunk and its units without a vector) add up to
+        at most ``passages`` (at least the first chunk), with all their units."""
+        units = self.store.units_of([c.id for c in chunks])
+        waiting: dict[int, int] = {}
+        for unit in units:
+            waiting[unit.chunk_id] = waiting.get(unit.chunk_id, 0) + (unit.vector is None)
+        kept: list[StoredChunk] = []
+        count = 0
+        for chunk in chunks:
+            count += 1 + waiting.get(chunk.id, 0)
+            if kept and count > passages:
+                break
+            kept.append(chunk)
+        ids = {c.id for c in kept}
+        return kept, [u for u in units if u.chunk_id in ids]
 
     def _embed(self, chunks: list[StoredChunk], units: list[StoredUnit]) -> int:
         """Vectors for the chunks and for those of the units that have none, from one call to

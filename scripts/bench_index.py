@@ -86,15 +86,18 @@ def reads(mnt: Path, qs: list[str]) -> dict[str, object]:
     return {"cat": cats, "stat": stats, "renders": per_cat, "last": out.decode()}
 
 
-def _workspaces(dev: Path, root: Path, convs: list[str]) -> list[tuple[str, Path]]:
-    """(agent, workspace) per conversation and copy: md (memory/*.md) and jsonl (clawgpt-memory)."""
+def _workspaces(dev: Path, root: Path, convs: list[str], files: int) -> list[tuple[str, Path]]:
+    """(agent, workspace) per conversation and copy: md (memory/*.md) and jsonl (clawgpt-memory),
+    the first ``files`` files of each (all: 0)."""
     out = []
     for source, folder in (("md", "memory"), ("jsonl", "clawgpt-memory")):
         for conv in sorted(p for p in dev.iterdir() if p.is_dir() and p.name.startswith("conv-")):
             if convs and conv.name not in convs:
                 continue
             ws = root / source / conv.name
-            shutil.copytree(conv / folder, ws / folder)
+            (ws / folder).mkdir(parents=True)
+            for path in sorted((conv / folder).iterdir())[: files or None]:
+                shutil.copy(path, ws / folder / path.name)
             out.append((f"{conv.name}-{source}", ws))
     return out
 
@@ -142,7 +145,7 @@ def work(args: argparse.Namespace) -> int:
     os.environ["XDG_RUNTIME_DIR"] = str(runtime)  # a service of this run's code, asked by nothing else
     busy = [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(args.load)]
     try:
-        spaces = _workspaces(args.dev, tmp / "ws", args.conv)
+        spaces = _workspaces(args.dev, tmp / "ws", args.conv, args.files)
         counter = LocalProvider()
         indexed = {source: 0 for source in ("md", "jsonl")}
         read = {source: 0 for source in ("md", "jsonl")}
@@ -202,8 +205,21 @@ def work(args: argparse.Namespace) -> int:
         for process in busy:
             process.kill()
             process.wait()
+        _stop_service()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def _stop_service() -> None:
+    """The run's own embedding service (its runtime folder is the run's) is stopped by its pid."""
+    import signal
+
+    from memfs.config import EmbeddingConfig
+    from memfs.index.embedclient import service_record
+
+    record = service_record(EmbeddingConfig())
+    if record and "pid" in record:
+        os.kill(int(record["pid"]), signal.SIGTERM)
 
 
 def main() -> int:
@@ -214,6 +230,7 @@ def main() -> int:
     parser.add_argument("--work", action="store_true", help="work ratio and throughput (see above)")
     parser.add_argument("--load", type=int, default=0, help="--work: busy loops beside it")
     parser.add_argument("--conv", action="append", default=[], help="--work: only these conversations")
+    parser.add_argument("--files", type=int, default=0, help="--work: only the first N files of each copy")
     args = parser.parse_args()
     if args.work:
         args.runs = args.runs or 3

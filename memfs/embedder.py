@@ -13,10 +13,12 @@ from memfs.memory import Memory
 
 log = logging.getLogger(__name__)
 
-# Passages per call to the local model: a few tenths of a second of work here (a chunk's window
-# takes ~0.15 s on 2 cores), so a stop never waits long for the call in progress, and a note just
-# written goes ahead of a backlog within a second (each call takes what is first in the queue
-# then).  A remote server gets enough for all its requests in flight at once
+# Passages per call to the local model: a call takes at least one chunk with all its units (see
+# Indexer.embed_pending), a few tenths of a second of work, so a stop never waits long for the
+# call in progress, and a note just written goes ahead of a backlog within a second (each call
+# takes what is first in the queue then).  Small calls cost no throughput: the model cuts each
+# call into runs by length (embeddings._batches), and the work around a call is ~2% of it.  A
+# remote server gets enough for all its requests in flight at once
 # (EmbeddingConfig.texts_per_call).
 BATCH = 2
 RETRY_S = 30.0

@@ -31,11 +31,11 @@ np = lazy_module("numpy")
 from memfs import longpath
 from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
-from memfs.index import chunking
+from memfs.index import chunking, readings
 from memfs.index.backlog import RateMeter
 from memfs.index.embeddings import INPUT_TOKENS, Provider
 from memfs.index.messages import parse_jsonl, session_header
-from memfs.index.store import FileRecord, Store
+from memfs.index.store import FileRecord, Store, StoredChunk, StoredUnit
 from memfs.index.text import fts_body
 from memfs.index.units import plain
 from memfs.privacy import Privacy, open_resolved, opened_at, resolve_within
@@ -280,52 +280,92 @@ class Indexer:
         self.store.remove_file(old)
         return self.index_file(new)
 
-    def embed_pending(self, batch: int = 16, limit: int | None = None, progress: Progress | None = None,
+    def embed_pending(self, batch: int = 256, limit: int | None = None, progress: Progress | None = None,
                       stop: threading.Event | None = None) -> int:
         """Embed what has no vector yet, the right things first: MEMORY.md, then what is dated in
         the last RECENT_DAYS (the latest day first), then everything else, the last written first
-        (a note written now goes before a 30 MB transcript copied in a minute ago).  Within each,
-        chunks before units: chunks are what candidate retrieval needs, a unit without its own
-        vector is judged by its chunk's.  Returns how many were embedded; ``stop`` ends it
-        between batches."""
+        (a note written now goes before a 30 MB transcript copied in a minute ago).
+
+        A chunk is embedded with its units, from one call to the model that reads each text once
+        (:mod:`memfs.index.readings`): the chunk's vector is made from its units', so it costs
+        no reading of its own.  A call takes whole chunks with their units, up to ``batch``
+        passages (chunks and units), at least one chunk; then units left without a vector while
+        their chunk has one (a chunk found in the cache).  ``limit`` bounds the passages of the
+        whole run the same way.  Returns how many passages got their vectors; ``stop`` ends it
+        between calls."""
         if not self.embeds:
             return 0
-        assert self.provider is not None
-        name, model, _ = self.identity_source()
         if self.meter is None or self.meter.store is not self.store:
             self.meter = RateMeter(self.store)
         done = 0
+        budget = float("inf") if limit is None else float(limit)
         total = self.store.pending_count() if progress else 0  # a count of a large backlog costs
-        per_call = self.cfg.embedding.texts_per_call  # a remote server: enough for all its requests in flight
-        kinds = (
-            (self.store.pending_chunks, self.store.store_vectors, lambda c: plain(c.text), per_call(batch)),
-            # Units are short: larger batches cost about the same per call.
-            (self.store.pending_units, self.store.store_unit_vectors, lambda u: u.embedding_text,
-             per_call(batch * 4)),
-        )
+        size = self.cfg.embedding.texts_per_call(batch)  # a remote server: enough for all its requests in flight
         for tier in self._tiers():
-            for pending, store, text_of, size in kinds:
-                while (limit is None or done < limit) and not (stop is not None and stop.is_set()):
+            for units_only in (False, True):
+                while budget >= 1 and not (stop is not None and stop.is_set()):
                     began = time.monotonic()
-                    todo = pending(size if limit is None else min(size, limit - done), **tier)
-                    if not todo:
+                    take = int(min(size, budget))
+                    if units_only:
+                        chunks: list[StoredChunk] = []
+                        units = self.store.pending_units(take, **tier)
+                    else:
+                        # A chunk is at least two passages (itself and a unit) most of the time.
+                        chunks, units = self._whole(self.store.pending_chunks(take // 2 + 1, **tier), take)
+                    if not chunks and not units:
                         break
-                    cached = self.store.cached_vectors(name, model, [item.hash for item in todo])
-                    fresh = [item for item in todo if item.hash not in cached]
-                    vectors = self.provider.embed([text_of(item) for item in fresh]) if fresh else []
-                    items = [(item, np.frombuffer(cached[item.hash], dtype=np.float32)) for item in todo
-                             if item.hash in cached]
-                    items += list(zip(fresh, vectors))
-                    store(name, model, items)
+                    embedded = self._embed(chunks, units)
+                    budget -= embedded
                     # The rate a shared reader is told must not move with private text: batches
                     # holding any are left out of it.
-                    ids = [getattr(item, "chunk_id", None) or item.id for item in todo]
-                    if not self.store.any_private(ids):
-                        self.meter.batch(len(todo), time.monotonic() - began)
-                    done += len(todo)
+                    if not self.store.any_private([c.id for c in chunks] or [u.chunk_id for u in units]):
+                        self.meter.batch(embedded, time.monotonic() - began)
+                    done += embedded
                     if progress:
                         progress(done, max(total, done))
         return done
+
+    def _whole(self, chunks: list[StoredChunk], passages: int) -> tuple[list[StoredChunk], list[StoredUnit]]:
+        """The first chunks whose passages (each chunk and its units without a vector) add up to
+        at most ``passages`` (at least the first chunk), with all their units."""
+        units = self.store.units_of([c.id for c in chunks])
+        waiting: dict[int, int] = {}
+        for unit in units:
+            waiting[unit.chunk_id] = waiting.get(unit.chunk_id, 0) + (unit.vector is None)
+        kept: list[StoredChunk] = []
+        count = 0
+        for chunk in chunks:
+            count += 1 + waiting.get(chunk.id, 0)
+            if kept and count > passages:
+                break
+            kept.append(chunk)
+        ids = {c.id for c in kept}
+        return kept, [u for u in units if u.chunk_id in ids]
+
+    def _embed(self, chunks: list[StoredChunk], units: list[StoredUnit]) -> int:
+        """Vectors for the chunks and for those of the units that have none, from one call to
+        the model for the readings not in the cache; how many got one."""
+        assert self.provider is not None
+        name, model, _ = self.identity_source()
+        wanted = [u for u in units if u.vector is None]
+        of_chunk: dict[int, list[StoredUnit]] = {}
+        for unit in units:
+            of_chunk.setdefault(unit.chunk_id, []).append(unit)
+        parts = {u.id: readings.unit_readings(u) for u in wanted}
+        chunk_parts = {c.id: readings.chunk_readings(of_chunk.get(c.id, [])) or [plain(c.text)] for c in chunks}
+        texts = list(dict.fromkeys([t for p in parts.values() for t in p] + [t for p in chunk_parts.values() for t in p]))
+        hashes = {t: text_hash(t) for t in texts}
+        cached = self.store.cached_vectors(name, model, hashes.values())
+        vectors = {t: np.frombuffer(cached[hashes[t]], dtype=np.float32) for t in texts if hashes[t] in cached}
+        fresh = [t for t in texts if t not in vectors]
+        if fresh:
+            vectors.update(zip(fresh, self.provider.embed(fresh)))
+        unit_items = [(u, readings.mean(parts[u.id], vectors)) for u in wanted]
+        chunk_items = [(c, readings.mean(chunk_parts[c.id], vectors)) for c in chunks]
+        self.store.store_embedded(name, model, [(hashes[t], vectors[t]) for t in fresh],
+                                  [(c, v) for c, v in chunk_items if v is not None],
+                                  [(u, v) for u, v in unit_items if v is not None])
+        return len(chunk_items) + len(unit_items)
 
     def _tiers(self) -> tuple[dict[str, Any], ...]:
         """The embedding queue's parts, first to last (see Store.pending_chunks)."""

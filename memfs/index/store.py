@@ -528,18 +528,6 @@ class Store:
             rows = self.conn.execute(sql, args).fetchall()
         return [StoredUnit(*r) for r in rows]
 
-    def store_unit_vectors(self, provider: str, model: str, items: list[tuple[StoredUnit, np.ndarray]]) -> None:
-        """Cache fresh unit vectors and attach them to units that still have the same text."""
-        now = time.time()
-        with self.transaction(vectors_only=True) as conn:
-            for unit, vector in items:
-                full = np.asarray(vector, dtype=np.float32)
-                conn.execute(
-                    "INSERT OR REPLACE INTO cache.embedding_cache(provider, model, hash, dims, vector, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)", (provider, model, unit.hash, len(full), full.tobytes(), now))
-                conn.execute("UPDATE units SET vector = ? WHERE id = ? AND hash = ? AND vector IS NULL",
-                             (half(full.tobytes()), unit.id, unit.hash))
-
     def units_of(self, chunk_ids: Iterable[int]) -> list[StoredUnit]:
         """The units of the given chunks, in file order."""
         wanted = list(chunk_ids)
@@ -555,27 +543,52 @@ class Store:
     def store_vectors(
         self, provider: str, model: str, items: list[tuple[StoredChunk, np.ndarray]]
     ) -> None:
-        """Save freshly computed vectors in the cache and attach them to chunks that still exist
-        with the same text (a file may have changed while it was being embedded)."""
+        """Save chunk vectors in the cache and attach them to chunks that still exist with the
+        same text (a file may have changed while it was being embedded)."""
+        self.store_embedded(provider, model, chunks=items)
+
+    def store_unit_vectors(self, provider: str, model: str, items: list[tuple[StoredUnit, np.ndarray]]) -> None:
+        """Cache unit vectors and attach them to units that still have the same text."""
+        self.store_embedded(provider, model, units=items)
+
+    def store_embedded(self, provider: str, model: str, readings: Sequence[tuple[str, np.ndarray]] = (),
+                       chunks: Sequence[tuple[StoredChunk, np.ndarray]] = (),
+                       units: Sequence[tuple[StoredUnit, np.ndarray]] = ()) -> None:
+        """One transaction for what one call to the model gave (see Indexer.embed_pending): the
+        vectors of the texts it read (``readings``: text hash and vector), cached only, and the
+        vectors made from them, cached under their own text's hash and attached to the chunks
+        and units that still have that text."""
         now = time.time()
         with self.transaction(vectors_only=True) as conn:
-            for chunk, vector in items:
-                blob = np.asarray(vector, dtype=np.float32).tobytes()
-                conn.execute(
-                    "INSERT OR REPLACE INTO cache.embedding_cache(provider, model, hash, dims, vector, created_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (provider, model, chunk.hash, len(vector), blob, now),
-                )
+            for digest, vector in readings:
+                full = np.asarray(vector, dtype=np.float32)
+                self._cache(conn, provider, model, digest, full, now)
+            for unit, vector in units:
+                full = np.asarray(vector, dtype=np.float32)
+                self._cache(conn, provider, model, unit.hash, full, now)
+                conn.execute("UPDATE units SET vector = ? WHERE id = ? AND hash = ? AND vector IS NULL",
+                             (half(full.tobytes()), unit.id, unit.hash))
+            for chunk, vector in chunks:
+                full = np.asarray(vector, dtype=np.float32)
+                self._cache(conn, provider, model, chunk.hash, full, now)
                 row = conn.execute(
                     "SELECT embedded, private FROM chunks WHERE id = ? AND hash = ?", (chunk.id, chunk.hash)
                 ).fetchone()
                 if row is None or row[0]:
                     continue
+                blob = full.tobytes()
                 conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
                              (chunk.id, row[1], blob))
                 conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk.id,))
                 if self._matrix is not None:
                     self._matrix.add(chunk.id, blob, bool(row[1]))
+
+    @staticmethod
+    def _cache(conn: apsw.Connection, provider: str, model: str, digest: str, vector: np.ndarray,
+               now: float) -> None:
+        conn.execute(
+            "INSERT OR REPLACE INTO cache.embedding_cache(provider, model, hash, dims, vector, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)", (provider, model, digest, len(vector), vector.tobytes(), now))
 
     # -- search primitives ---------------------------------------------------------------------
 

@@ -139,6 +139,8 @@ def work(args: argparse.Namespace) -> int:
     from memfs.commands import INDEX_BATCH
     from memfs.index.embeddings import LocalProvider
 
+    extra = {"embedding.read_once": "true"} if args.read_once else {}
+    print(f"embedding.read_once = {bool(args.read_once)}")
     tmp = Path(tempfile.mkdtemp(prefix="memfs-work-"))
     runtime = tmp / "run"
     runtime.mkdir(mode=0o700)
@@ -156,7 +158,7 @@ def work(args: argparse.Namespace) -> int:
             n, texts = _indexed(ws, counter.tokenizer)
             indexed[source] += n
             all_texts += texts
-            memory = _memory(ws, agent, tmp / "state-work", counter, **{"embedding.service": "false"})
+            memory = _memory(ws, agent, tmp / "state-work", counter, **{"embedding.service": "false"}, **extra)
             before, pad = counter.pieces_read, counter.padding_read
             memory.reconcile()
             memory.embed_pending()
@@ -182,7 +184,7 @@ def work(args: argparse.Namespace) -> int:
             for label, limit, out in (("background", embedder.BATCH, background), ("index", INDEX_BATCH, bulk)):
                 seconds = 0.0
                 for agent, ws in spaces:
-                    memory = _memory(ws, agent, tmp / f"state-{label}-{run}")
+                    memory = _memory(ws, agent, tmp / f"state-{label}-{run}", **extra)
                     memory.provider.embed(["warm up"])  # the service started and its model loaded
                     memory.reconcile()
                     began = time.perf_counter()
@@ -231,6 +233,7 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=0, help="--work: busy loops beside it")
     parser.add_argument("--conv", action="append", default=[], help="--work: only these conversations")
     parser.add_argument("--files", type=int, default=0, help="--work: only the first N files of each copy")
+    parser.add_argument("--read-once", action="store_true", help="--work: with embedding.read_once on")
     args = parser.parse_args()
     if args.work:
         args.runs = args.runs or 3

@@ -1,5 +1,6 @@
 """The embedding model reads each text about once (real LoCoMo files, the real local model): word
-pieces read per word piece indexed at most 1.25, and a chunk's vector made from its units'."""
+pieces read per word piece indexed at most 1.25 with embedding.read_once, and a chunk's vector made from
+its units'; by default each passage read whole."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from memfs.index import readings
 from memfs.index.embeddings import LocalProvider
 from memfs.index.embedwork import indexed_texts, pieces
+from memfs.index.units import plain
 from memfs.memory import Memory
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -30,7 +32,7 @@ def counted(make_config, provider: LocalProvider) -> Iterator[Callable[[Path], M
     opened: list[Memory] = []
 
     def build(workspace: Path) -> Memory:
-        opened.append(Memory(make_config(workspace), provider=provider))
+        opened.append(Memory(make_config(workspace, embedding__read_once="true"), provider=provider))
         return opened[-1]
 
     yield build
@@ -72,3 +74,19 @@ def test_a_chunk_vector_is_made_from_its_units(workspace: Path, counted, locomo_
         assert similarity > 0.999
         # ... which is not what reading the chunk whole gives
         assert float(provider.embed([chunk.text])[0] @ expected) < 0.99
+
+
+def test_by_default_each_passage_is_read_whole(workspace: Path, make_config, locomo_day,
+                                               provider: LocalProvider) -> None:
+    """embedding.read_once is off by default: a chunk's vector is the model's reading of it."""
+    locomo_day(workspace)
+    memory = Memory(make_config(workspace), provider=provider)
+    try:
+        memory.index()
+        chunks = memory.store.chunks_by_id([int(r[0]) for r in memory.store.conn.execute(
+            "SELECT id FROM chunks WHERE path = 'memory/2023-05-08.md'")])
+        for chunk_id, chunk in chunks.items():
+            whole = provider.embed([plain(chunk.text)])[0]
+            assert memory.store.vector_similarity(whole, [chunk_id])[chunk_id] > 0.999
+    finally:
+        memory.close()

@@ -84,6 +84,9 @@ def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object
         "chunk_tokens": cfg.chunking.tokens,
         "chunk_overlap": cfg.chunking.overlap,
         "chunker": CHUNKER_VERSION,
+        # Only when on, so turning it on (or off again) re-embeds, and indexes made before the
+        # setting existed keep their fingerprint.
+        **({"readings": "once"} if cfg.embedding.read_once else {}),
     }
 
 
@@ -351,8 +354,12 @@ class Indexer:
         of_chunk: dict[int, list[StoredUnit]] = {}
         for unit in units:
             of_chunk.setdefault(unit.chunk_id, []).append(unit)
-        parts = {u.id: readings.unit_readings(u) for u in wanted}
-        chunk_parts = {c.id: readings.chunk_readings(of_chunk.get(c.id, [])) or [plain(c.text)] for c in chunks}
+        if self.cfg.embedding.read_once:
+            parts = {u.id: readings.unit_readings(u) for u in wanted}
+            chunk_parts = {c.id: readings.chunk_readings(of_chunk.get(c.id, [])) or [plain(c.text)] for c in chunks}
+        else:  # each passage read whole, the chunk too (embedding.read_once says why)
+            parts = {u.id: [u.embedding_text] for u in wanted}
+            chunk_parts = {c.id: [plain(c.text)] for c in chunks}
         texts = list(dict.fromkeys([t for p in parts.values() for t in p] + [t for p in chunk_parts.values() for t in p]))
         hashes = {t: text_hash(t) for t in texts}
         cached = self.store.cached_vectors(name, model, hashes.values())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import write
-from mounts import memfs_cli
+from mounts import memfs_cli, wait_until
 
 from memfs.sync.protocol import SyncError, parse
 
@@ -262,6 +262,12 @@ def test_session_transcripts_index_dialogue_only(smount) -> None:
     assert "[2026-01-26 10:00 UTC] User: Please rotate" in hit["snippet"]
     # The messages appended after the header still carry the session's own title.
     assert (hit["chat_id"], hit["chat_title"]) == ("s1", "Session s1 (started 2026-01-26 09:59 UTC)")
+    # Reads do not wait for vectors: what "everything" holds is known once all are embedded.
+    memory = smount.memory()
+    try:
+        assert wait_until(lambda: memory.pending == 0, timeout=120)
+    finally:
+        memory.close()
     everything = json.loads((mnt / "search" / "n=20,min=0" / "xylophone.json").read_text())["results"]
     assert everything and all("xylophone" not in r["snippet"] for r in everything)  # tool I/O is not indexed
     import time

@@ -39,6 +39,7 @@ from memfs.config import SearchConfig
 from memfs.index import scoring
 from memfs.index.store import Store, StoredChunk, StoredUnit
 from memfs.index.text import match_expression, search_terms, stems
+from memfs.index.vectors import unpack_unit_vectors
 from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
 
 log = logging.getLogger(__name__)
@@ -310,13 +311,7 @@ class _Scored:
 def _vectors(units: list[StoredUnit], dims: int) -> np.ndarray:
     """The units' vectors as rows (NaN for a unit not embedded yet: none of them may be, while
     the background embedder is still at work)."""
-    out = np.full((len(units), dims), np.nan, dtype=np.float32)
-    for i, unit in enumerate(units):
-        if unit.vector:
-            row = np.frombuffer(unit.vector, dtype=np.float16)
-            if len(row) == dims:
-                out[i] = row
-    return out
+    return unpack_unit_vectors([u.vector for u in units], dims)
 
 
 @dataclass
@@ -326,6 +321,7 @@ class Scored:
     ranked: list[_Scored]  # best first; a unit in two overlapping chunks once, with its better score
     units: dict[int, list[StoredUnit]]  # chunk id -> its units in file order
     scores: dict[int, float]  # unit id -> score
+    vectors: dict[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
 
 
 def score_units(store: Store, query: str, query_vector: QueryVector, include_private: bool,
@@ -355,11 +351,13 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
         return Scored([], {}, {})
     weights = query_weights(store, terms, include_private)
     coverage = np.array([scoring.keyword_coverage(weights, stems(u.keyword_text)) for u in units])
+    dims = len(query_vector) if query_vector is not None else int((store.fingerprint or {}).get("dims") or 0)
+    matrix = _vectors(units, dims)
     if query_vector is not None:
-        query_array = np.asarray(query_vector, dtype=np.float32)
-        unit_cos = _vectors(units, len(query_array)) @ query_array
+        unit_cos = matrix @ np.asarray(query_vector, dtype=np.float32)
     else:
         unit_cos = np.full(len(units), np.nan)
+    vectors = {u.id: matrix[i] for i, u in enumerate(units) if dims and not np.isnan(matrix[i, 0])}
     around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)
     own_cos = unit_cos
     unit_cos = np.where(np.isnan(unit_cos), around, unit_cos)  # a unit not embedded yet: its chunk's
@@ -394,7 +392,7 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
         key = (u.chunk_id, u.start_line, u.end_line)
         evidence[key] = max(evidence.get(key, 0.0), float(growable[i]))
     return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, u.start_line, u.end_line)]
-                                     for in_chunk in by_chunk.values() for u in in_chunk})
+                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors)
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:
@@ -408,11 +406,8 @@ def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Sco
     return sorted(out, key=lambda s: (-s.score, s.chunk.path, s.unit.start_line))
 
 
-def _unit_vector(unit: StoredUnit) -> np.ndarray | None:
-    return np.frombuffer(unit.vector, dtype=np.float16).astype(np.float32) if unit.vector else None
-
-
-def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int) -> tuple[int, int, str]:
+def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int,
+            vectors: dict[int, np.ndarray]) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
     its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
@@ -435,7 +430,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     text = text_of(lo, hi)
     if len(text) > limit:
         return order[lo].start_line, order[hi].end_line, text[: max(0, limit - 1)].rstrip() + "…"
-    anchor = _unit_vector(item.unit)
+    anchor = vectors.get(item.unit.id)
 
     def joins(neighbour: StoredUnit) -> float | None:
         """How strongly a neighbour belongs in the snippet, or None: by its own evidence for the
@@ -443,7 +438,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
         evidence = by_unit.get(neighbour.id, 0.0)
         if evidence >= MERGE_FLOOR:
             return evidence
-        vector = _unit_vector(neighbour)
+        vector = vectors.get(neighbour.id)
         if anchor is not None and vector is not None and float(anchor @ vector) >= MERGE_COHERENCE:
             return evidence
         return None
@@ -524,12 +519,13 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
     chosen: list[np.ndarray] = []
     remaining = list(scored)
     while remaining and len(results) < params.max_results:
-        item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr)
+        item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr, found.vectors)
         path = item.chunk.path
         if any(r.path == path and r.start_line <= item.unit.start_line and item.unit.end_line <= r.end_line
                for r in results):
             continue  # already in an earlier result's snippet
-        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars)
+        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars,
+                                      found.vectors)
         spans = [(r.start_line, r.end_line) for r in results if r.path == path]
         if any(a <= end and start <= b for a, b in spans):
             # Two results of one file never overlap: this one keeps only lines no earlier result
@@ -538,8 +534,8 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
             if piece is None:
                 continue
             start, end, snippet = _trimmed(item.chunk, found.units[item.chunk.id], piece)
-        if item.unit.vector:
-            chosen.append(np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32))
+        if item.unit.id in found.vectors:
+            chosen.append(found.vectors[item.unit.id])
         results.append(SearchResult(
             path=item.chunk.path,
             start_line=start,
@@ -596,7 +592,8 @@ def _trimmed(chunk: StoredChunk, units: list[StoredUnit], piece: tuple[int, int]
     return first, last, "\n".join(known[n] for n in range(first, last + 1) if n in known).strip("\n")
 
 
-def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float) -> _Scored:
+def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float,
+              vectors: dict[int, np.ndarray]) -> _Scored:
     """Maximal marginal relevance: the unit whose score, less its similarity to what is already
     chosen, is highest (lambda weighs the two)."""
     if not chosen:
@@ -605,8 +602,8 @@ def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float) ->
     best_index, best_value = 0, -np.inf
     for index, item in enumerate(remaining):
         similarity = 0.0
-        if item.unit.vector:
-            similarity = float(np.max(picked @ np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32)))
+        if item.unit.id in vectors:
+            similarity = float(np.max(picked @ vectors[item.unit.id]))
         value = lam * item.score - (1 - lam) * similarity
         if value > best_value:
             best_index, best_value = index, value

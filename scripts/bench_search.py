@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Index throughput and search latency at 1k, 10k and 100k chunks, hybrid vs FTS5-only.
+"""Index throughput, size and search latency at 1k, 10k and 100k chunks (1M with --sizes), hybrid
+vs FTS5-only vs the physical limits, quiet or under load.
 
-    python scripts/bench_search.py [--sizes 1000,10000,100000] [--queries 60]
+    python scripts/bench_search.py [--sizes 1000,10000,100000,1000000] [--queries 60] [--load 2]
 
 What is measured, all in one run on this machine:
 - model throughput: the local provider embedding real 400-token LoCoMo chunks (chunks/s), and
@@ -12,7 +13,15 @@ What is measured, all in one run on this machine:
 - search latency p50/p95 of memfs's hybrid search (query embedding and the scoring of every unit
   of the candidate chunks included) and of FTS5-only keyword search over the same index, on real
   LoCoMo questions; their ratio is the figure to compare across runs and machines;
-- resident memory of a fresh process after searching the largest index.
+- the limits, measured in the same run on the same index: FTS5-only keyword search (above), a
+  raw numpy matrix product over all of the index's chunk vectors with its top k (what any exact
+  KNN must read), and the query's embedding alone (which the search waits for);
+- the CPU time the searching process spends per hybrid search (the query's embedding is spent in
+  the embedding service): on a busy machine, wall time is mostly waiting for a core;
+- resident memory of a fresh process after searching each index, and the index's bytes per
+  chunk by table (SQLite's dbstat);
+- with ``--load N``, N busy loops (``python -c 'while 1: pass'``) run during every measurement,
+  as on a machine whose cores are taken by other work.
 
 Embedding 100k chunks with the real model would take hours here (~10 chunks/s), so the large
 indexes get daily logs built from real LoCoMo turns (a timed heading per turn, as the dev set's
@@ -113,6 +122,26 @@ print(json.dumps({{"baseline": baseline, "after_search": rss()}}))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def table_bytes(index: Path, chunks: int) -> str:
+    """The largest tables and indexes of an index file, in bytes per chunk."""
+    import apsw
+    conn = apsw.Connection(str(index), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 5").fetchall()
+    finally:
+        conn.close()
+    return ", ".join(f"{name} {size / chunks:.0f}" for name, size in rows)
+
+
+def chunk_matrix(store: Store) -> np.ndarray:
+    rows = [np.frombuffer(r[0], dtype=np.float32) for r in store.conn.execute("SELECT embedding FROM chunks_vec")]
+    return np.stack(rows)
+
+
+def busy_loops(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dev", type=Path, default=DEV)
@@ -120,6 +149,7 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--model-chunks", type=int, default=120, help="real chunks embedded for throughput")
     parser.add_argument("--keep", type=Path, default=None, help="build in this (empty) folder and keep it, to profile")
+    parser.add_argument("--load", type=int, default=0, help="busy loops running while searches are measured")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -151,9 +181,11 @@ def main() -> int:
 
         rng = np.random.default_rng(1)
         pick = random.Random(1)
-        print(f"{'chunks':>8} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} {'fts p50':>8} "
-              f"{'p95':>7} {'ratio p50':>10}")
-        rows = []
+        if args.load:
+            print(f"rows marked * were measured with {args.load} busy loops running")
+        print(f"{'chunks':>8}  {'build s':>7} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} "
+              f"{'fts p50':>8} {'p95':>7} {'ratio p50':>10} {'cpu p50':>8} {'matmul p50':>11} {'embed p50':>10} {'RSS MB':>7}")
+        rows, loaded = [], []
         for size in sizes:
             size_cfg = load_config(workspace=workspace, agent=f"bench-{size}", env={},
                                    overrides=[("state_dir", str(state))])
@@ -181,40 +213,65 @@ def main() -> int:
                 store.replace_file(record, chunks, hashes, [fts_body(c.text) for c in chunks], cached, unit_hashes)
                 written += len(chunks)
                 day += 1
-            store_rate = size / (time.perf_counter() - started)
+            build_seconds = time.perf_counter() - started
+            store_rate = size / build_seconds
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             store.close()
             per_chunk_bytes = (paths.index.stat().st_size + paths.cache.stat().st_size) / size
+            tables = table_bytes(paths.index, size)
+            for load in sorted({0, args.load}):
+                loops = busy_loops(load)
 
-            # memfs's own search path (Memory.search) against plain FTS5 BM25 on the same file.
-            memory = Memory(size_cfg, provider=provider)
-            store = memory.store
-            if store.chunk_total() != size or store.pending_count():
-                raise SystemExit(f"the {size}-chunk index was not served as written "
-                                 f"({store.chunk_total()} chunks, {store.pending_count()} pending)")
-            params = SearchParams.from_config(cfg.search)
-            hybrid, keyword = [], []
-            for q in qs[:5]:  # warm caches (and load the in-memory matrix of a large index)
-                memory.search(q)
-            for q in qs:
-                t0 = time.perf_counter()
-                memory.search(q)
-                hybrid.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                match = match_expression(search_terms(q))
-                if match:
-                    ids = [cid for cid, _ in store.keyword_candidates(match, params.max_results)]
-                    store.chunks_by_id(ids)
-                keyword.append(time.perf_counter() - t0)
-            row = (size, store_rate, pct(hybrid, 50), pct(hybrid, 95), pct(keyword, 50), pct(keyword, 95))
-            rows.append(row)
-            print(f"{size:>8} {store_rate:>11.0f} {per_chunk_bytes:>8.0f} {row[2]:>10.1f}ms {row[3]:>6.1f}ms {row[4]:>7.1f}ms "
-                  f"{row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x")
-            memory.close()
-        rss = rss_of_fresh_process(str(workspace), str(state), f"bench-{sizes[-1]}", qs[:10])
-        print(f"resident memory of a fresh process holding the {sizes[-1]}-chunk index (model loaded, "
-              f"10 searches done): {rss['after_search']:.0f} MB (before opening it: {rss['baseline']:.0f} MB)")
-        print(f"median hybrid p50 at {sizes[-1]} chunks: {statistics.median([rows[-1][2]]):.1f} ms "
-              f"(target < 50 ms, query embedding included)")
+                # memfs's own search path (Memory.search) against plain FTS5 BM25 on the same file.
+                memory = Memory(size_cfg, provider=provider)
+                store = memory.store
+                if store.chunk_total() != size or store.pending_count():
+                    raise SystemExit(f"the {size}-chunk index was not served as written "
+                                     f"({store.chunk_total()} chunks, {store.pending_count()} pending)")
+                params = SearchParams.from_config(cfg.search)
+                hybrid, keyword, cpu = [], [], []
+                for q in qs[:5]:  # warm caches (and load the in-memory matrix of a large index)
+                    memory.search(q)
+                for q in qs:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    memory.search(q)
+                    hybrid.append(time.perf_counter() - t0)
+                    cpu.append(time.process_time() - c0)
+                    t0 = time.perf_counter()
+                    match = match_expression(search_terms(q))
+                    if match:
+                        ids = [cid for cid, _ in store.keyword_candidates(match, params.max_results)]
+                        store.chunks_by_id(ids)
+                    keyword.append(time.perf_counter() - t0)
+                # The limits: every chunk vector read once (exact KNN's floor), the query's embedding.
+                matrix = chunk_matrix(store)
+                matmul, embed = [], []
+                for q in qs:
+                    vector = provider.embed([q])[0]
+                    t0 = time.perf_counter()
+                    scores = matrix @ vector
+                    np.argpartition(-scores, 50)[:50]
+                    matmul.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    provider.embed([q[:2000]])
+                    embed.append(time.perf_counter() - t0)
+                del matrix
+                memory.close()
+                rss = rss_of_fresh_process(str(workspace), str(state), f"bench-{size}", qs[:10])
+                for loop in loops:
+                    loop.kill()
+                    loop.wait()
+                row = (size, store_rate, pct(hybrid, 50), pct(hybrid, 95), pct(keyword, 50), pct(keyword, 95))
+                (rows if load == 0 else loaded).append(row)
+                print(f"{size:>8}{'*' if load else ' '}{build_seconds:>7.0f} {store_rate:>11.0f} {per_chunk_bytes:>8.0f} {row[2]:>10.1f}ms "
+                      f"{row[3]:>6.1f}ms {row[4]:>7.1f}ms {row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x "
+                      f"{pct(cpu, 50):>6.1f}ms {pct(matmul, 50):>9.1f}ms {pct(embed, 50):>8.1f}ms {rss['after_search']:>7.0f}")
+            print(f"{'':>8} bytes per chunk by table: {tables}")
+        for before, after in [*zip(rows, rows[1:]), *zip(loaded, loaded[1:])]:
+            print(f"{before[0]} -> {after[0]} chunks (x{after[0] / before[0]:g}): hybrid p50 x{after[2] / before[2]:.2f}, "
+                  f"fts p50 x{after[4] / before[4]:.2f}")
+        print(f"hybrid p50 at {sizes[-1]} chunks: {rows[-1][2]:.1f} ms (target < 50 ms at 100k, query embedding "
+              f"included); RSS: a fresh search process after 10 searches (the model runs in the embedding service)")
     return 0
 
 

@@ -37,6 +37,7 @@ np = lazy_module("numpy")
 
 from memfs.config import SearchConfig
 from memfs.index import scoring
+from memfs.index.coverage import terms_present
 from memfs.index.store import Store, StoredChunk, StoredUnit
 from memfs.index.text import match_expression, search_terms, stems
 from memfs.index.vectors import unpack_unit_vectors
@@ -331,26 +332,43 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     where, params = scope.sql()
     match = match_expression(informative_terms(store, terms, include_private))
     keyword = store.keyword_candidates(match, POOL, include_private, where, params) if match else []
+
+    def visible(ids: list[int]) -> dict[int, StoredChunk]:
+        found = store.chunks_by_id(ids, include_private)
+        return {cid: c for cid, c in found.items() if scope.path_ok(c.path) and (hides is None or not hides(c.path))}
+
+    def matched(units: list[StoredUnit]) -> list[frozenset[str]]:
+        return terms_present([f"{u.context}\n{u.text}" if u.context else u.text for u in units], list(weights.idf))
+
+    # The keyword side's chunks, units and term matches are read while the query is still being
+    # embedded (by another thread or the embedding service): half of a search's work then costs
+    # no time of its own.  Only the chunks the vector side adds are read after.
+    keyword_ids = [cid for cid, _ in keyword]
+    chunks = visible(keyword_ids)
+    weights = query_weights(store, terms, include_private)
+    units = store.units_of(chunks)
+    present = matched(units)
     if callable(query_vector):
         query_vector = query_vector()
     vector: list[tuple[int, float]] = []
     if query_vector is not None:
         vector = store.vector_candidates(query_vector, POOL, include_private, where, params)
-    ids = list(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]))
-    chunks = store.chunks_by_id(ids, include_private)
-    chunks = {cid: c for cid, c in chunks.items()
-              if scope.path_ok(c.path) and (hides is None or not hides(c.path))}
-    if not chunks:
+    known = set(keyword_ids)
+    added = visible(list(dict.fromkeys(cid for cid, _ in vector if cid not in known)))
+    if added:
+        chunks.update(added)
+        more = store.units_of(added)
+        # In the order one read of all candidates gives (units_of's), which ties keep.
+        merged = sorted(zip(units + more, present + matched(more)),
+                        key=lambda pair: (pair[0].chunk_id, pair[0].start_line, pair[0].id))
+        units, present = [u for u, _ in merged], [held for _, held in merged]
+    if not chunks or not units:
         return Scored([], {}, {})
     chunk_cos = dict(vector)
     missing = [cid for cid in chunks if cid not in chunk_cos]
     if query_vector is not None and missing:
         chunk_cos.update(store.vector_similarity(query_vector, missing))
-    units = store.units_of(chunks)
-    if not units:
-        return Scored([], {}, {})
-    weights = query_weights(store, terms, include_private)
-    coverage = np.array([scoring.keyword_coverage(weights, stems(u.keyword_text)) for u in units])
+    coverage = np.array([scoring.keyword_coverage(weights, held) for held in present])
     dims = len(query_vector) if query_vector is not None else int((store.fingerprint or {}).get("dims") or 0)
     matrix = _vectors(units, dims)
     if query_vector is not None:

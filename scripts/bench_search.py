@@ -138,6 +138,38 @@ def chunk_matrix(store: Store) -> np.ndarray:
     return np.stack(rows)
 
 
+def replicate(store: Store, base: int, size: int, vectors) -> None:
+    """Grow an index of ``base`` chunks to ``size`` with copies of its files (new paths, the same
+    text and units, fresh vectors near the originals' kind): writing 1M chunks through the store
+    takes hours here, copying them in SQL minutes.  What a search reads per query (candidates,
+    their units) is made the same way; the keyword index holds each word ``size / base`` times."""
+    conn = store.conn
+    conn.createscalarfunction("fts_body", fts_body, 1)
+    top = int(conn.execute("SELECT max(id) FROM chunks").fetchone()[0])
+    copy = 0
+    while top * (copy + 1) < size:
+        copy += 1
+        offset, count = top * copy, min(top, size - top * copy)
+        with store.transaction() as tx:
+            tx.execute("INSERT INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at) "
+                       "SELECT replace(path, 'bench-', ?), kind, hash, mtime, size, chunks, error, indexed_at "
+                       "FROM files WHERE path LIKE 'memory/bench-%' AND path NOT LIKE 'memory/bench-c%'", (f"bench-c{copy}-",))
+            tx.execute("INSERT INTO chunks(id, path, start_line, end_line, hash, text, embedded, private, jsonl, first_day, "
+                       "last_day, chat_id, chat_title) SELECT id + ?, replace(path, 'bench-', ?), start_line, end_line, hash, "
+                       "text, embedded, private, jsonl, first_day, last_day, chat_id, chat_title FROM chunks WHERE id <= ?",
+                       (offset, f"bench-c{copy}-", count))
+            tx.execute("INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading) "
+                       "SELECT chunk_id + ?, start_line, end_line, hash, text, context, vector, reading FROM units "
+                       "WHERE chunk_id <= ? ORDER BY id", (offset, count))
+            tx.execute("INSERT INTO chunks_fts(rowid, body) SELECT id + ?, fts_body(text) FROM chunks WHERE id <= ?",
+                       (offset, count))
+            for begin in range(1, count + 1, 10_000):
+                end = min(count, begin + 9_999)
+                fresh = vectors(end - begin + 1)
+                tx.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, 0, ?)",
+                               ((offset + begin + i, fresh[i].tobytes()) for i in range(end - begin + 1)))
+
+
 def busy_loops(count: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
 
@@ -150,6 +182,8 @@ def main() -> int:
     parser.add_argument("--model-chunks", type=int, default=120, help="real chunks embedded for throughput")
     parser.add_argument("--keep", type=Path, default=None, help="build in this (empty) folder and keep it, to profile")
     parser.add_argument("--load", type=int, default=0, help="busy loops running while searches are measured")
+    parser.add_argument("--written", type=int, default=100_000,
+                        help="chunks written through the store; beyond, copies of them are made in SQL (see replicate)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -203,8 +237,8 @@ def main() -> int:
 
             started = time.perf_counter()
             written, day = 0, 0
-            while written < size:
-                chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: size - written]
+            while written < min(size, args.written):
+                chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: min(size, args.written) - written]
                 hashes = [text_hash(plain(c.text)) for c in chunks]
                 unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
                 flat = [h for per in unit_hashes for h in per]
@@ -213,6 +247,8 @@ def main() -> int:
                 store.replace_file(record, chunks, hashes, [fts_body(c.text) for c in chunks], cached, unit_hashes)
                 written += len(chunks)
                 day += 1
+            if written < size:
+                replicate(store, written, size, mixed)
             build_seconds = time.perf_counter() - started
             store_rate = size / build_seconds
             store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

@@ -217,6 +217,8 @@ def main() -> int:
         pick = random.Random(1)
         if args.load:
             print(f"rows marked * were measured with {args.load} busy loops running")
+        if any(size > args.written for size in sizes):
+            print(f"chunks beyond the first {args.written} are SQL copies of those (see replicate)")
         print(f"{'chunks':>8}  {'build s':>7} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} "
               f"{'fts p50':>8} {'p95':>7} {'ratio p50':>10} {'cpu p50':>8} {'matmul p50':>11} {'embed p50':>10} {'RSS MB':>7}")
         rows, loaded = [], []

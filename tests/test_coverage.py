@@ -20,6 +20,7 @@ MEMORY = """# Memory
 - [ ] Book flights → Lisbon €200
 > Quoted: 東京で寿司を食べた
 #hashtag stays #1 in 2024
+Thumbs👍🏽up for price€200 and a→b, x²≥y
 
 Key: value
 Wife: Priya Raman
@@ -27,7 +28,8 @@ Wife: Priya Raman
 
 QUERIES = ["allergic penicillin", "12 naive cafe", "x passport renew", "3 call dentist", "1 2024 hashtag",
            "东京 寿司", "東京", "rocket 🚀 lisbon €", "médecine health", "the wife priya", "When did Caroline go to "
-           "the LGBTQ support group?", "painting sunrise lake camping kids"]
+           "the LGBTQ support group?", "painting sunrise lake camping kids",
+           "200 flights tuesdays", "thumbs up price", "a b y x", "👍 price"]
 
 
 def test_terms_present_equals_each_units_own_stems(workspace: Path, make_memory, locomo_day) -> None:

@@ -10,7 +10,9 @@ of the query's terms each holds, and the transaction is rolled back: the tokens 
 The answer is the same set of terms as ``stems(unit.keyword_text)`` holds: ``plain`` (which drops
 Markdown marks at line starts) changes a passage's tokens only by the number of an ordered list
 item ("12." is the token "12") or the x of a task box, so it runs only when the query holds such
-a term; ``fts_body`` is applied to every passage that is not ASCII, as the index applies it.
+a term; ``fts_body`` is applied to every passage that is not ASCII, as the index applies it (not
+only when the query holds a symbol's word: FTS5's unicode61 reads some symbols, a skin tone, as
+part of the word beside them, so leaving them in place changes other tokens too).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def terms_present(texts: Sequence[str], terms: Sequence[str]) -> list[frozenset[
 
 
 def _body(text: str, marks: bool) -> str:
+    """The passage as the index would tokenise it, up to tokens no wanted term can be."""
     if marks:
         text = plain(text)
     return text if text.isascii() else fts_body(text)

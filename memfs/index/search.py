@@ -368,7 +368,9 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     missing = [cid for cid in chunks if cid not in chunk_cos]
     if query_vector is not None and missing:
         chunk_cos.update(store.vector_similarity(query_vector, missing))
-    coverage = np.array([scoring.keyword_coverage(weights, held) for held in present])
+    shares: dict[frozenset[str], float] = {}  # a few distinct sets of terms among ~900 units
+    coverage = np.array([shares[held] if held in shares else shares.setdefault(
+        held, scoring.keyword_coverage(weights, held)) for held in present])
     dims = len(query_vector) if query_vector is not None else int((store.fingerprint or {}).get("dims") or 0)
     matrix = _vectors(units, dims)
     if query_vector is not None:
@@ -386,12 +388,13 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     scores = scoring.fuse(coverage, unit_cos, context, message)
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
+    dated = scope.after is not None or scope.before is not None
     for index, unit in enumerate(units):
         chunk = chunks[unit.chunk_id]
         in_chunk = by_chunk.setdefault(unit.chunk_id, [])
         if not in_chunk or (in_chunk[-1].start_line, in_chunk[-1].end_line) != (unit.start_line, unit.end_line):
             in_chunk.append(unit)  # twins (units.twins) are one passage of the file
-        if not scope.day_ok(unit_day(chunk.path, unit)):
+        if dated and not scope.day_ok(unit_day(chunk.path, unit)):
             continue
         item = _Scored(unit, chunk, float(scores[index]), float(coverage[index]), float(unit_cos[index]),
                        float(context[index]))

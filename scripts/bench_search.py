@@ -34,9 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -305,7 +305,7 @@ def main() -> int:
                       f"{row[3]:>6.1f}ms {row[4]:>7.1f}ms {row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x "
                       f"{pct(cpu, 50):>6.1f}ms {pct(matmul, 50):>9.1f}ms {pct(embed, 50):>8.1f}ms {rss['after_search']:>7.0f}")
             print(f"{'':>8} bytes per chunk by table: {tables}")
-        for before, after in [*zip(rows, rows[1:]), *zip(loaded, loaded[1:])]:
+        for before, after in [*itertools.pairwise(rows), *itertools.pairwise(loaded)]:
             print(f"{before[0]} -> {after[0]} chunks (x{after[0] / before[0]:g}): hybrid p50 x{after[2] / before[2]:.2f}, "
                   f"fts p50 x{after[4] / before[4]:.2f}")
         print(f"hybrid p50 at {sizes[-1]} chunks: {rows[-1][2]:.1f} ms (target < 50 ms at 100k, query embedding "

@@ -27,8 +27,8 @@ Wife: Priya Raman
 """
 
 QUERIES = ["allergic penicillin", "12 naive cafe", "x passport renew", "3 call dentist", "1 2024 hashtag",
-           "东京 寿司", "東京", "rocket 🚀 lisbon €", "médecine health", "the wife priya", "When did Caroline go to "
-           "the LGBTQ support group?", "painting sunrise lake camping kids",
+           "东京 寿司", "東京", "rocket 🚀 lisbon €", "médecine health", "the wife priya",
+           "When did Caroline go to the LGBTQ support group?", "painting sunrise lake camping kids",
            "200 flights tuesdays", "thumbs up price", "a b y x", "👍 price"]
 
 

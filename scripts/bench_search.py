@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Index throughput and search latency at 1k, 10k and 100k chunks, hybrid vs FTS5-only.
+"""Index throughput, size and search latency at 1k, 10k and 100k chunks (1M with --sizes), hybrid
+vs FTS5-only vs the physical limits, quiet or under load.
 
-    python scripts/bench_search.py [--sizes 1000,10000,100000] [--queries 60]
+    python scripts/bench_search.py [--sizes 1000,10000,100000,1000000] [--queries 60] [--load 2]
 
 What is measured, all in one run on this machine:
 - model throughput: the local provider embedding real 400-token LoCoMo chunks (chunks/s), and
@@ -12,7 +13,15 @@ What is measured, all in one run on this machine:
 - search latency p50/p95 of memfs's hybrid search (query embedding and the scoring of every unit
   of the candidate chunks included) and of FTS5-only keyword search over the same index, on real
   LoCoMo questions; their ratio is the figure to compare across runs and machines;
-- resident memory of a fresh process after searching the largest index.
+- the limits, measured in the same run on the same index: FTS5-only keyword search (above), a
+  raw numpy matrix product over all of the index's chunk vectors with its top k (what any exact
+  KNN must read), and the query's embedding alone (which the search waits for);
+- the CPU time the searching process spends per hybrid search (the query's embedding is spent in
+  the embedding service): on a busy machine, wall time is mostly waiting for a core;
+- resident memory of a fresh process after searching each index, and the index's bytes per
+  chunk by table (SQLite's dbstat);
+- with ``--load N``, N busy loops (``python -c 'while 1: pass'``) run during every measurement,
+  as on a machine whose cores are taken by other work.
 
 Embedding 100k chunks with the real model would take hours here (~10 chunks/s), so the large
 indexes get daily logs built from real LoCoMo turns (a timed heading per turn, as the dev set's
@@ -25,9 +34,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import random
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -113,6 +122,58 @@ print(json.dumps({{"baseline": baseline, "after_search": rss()}}))
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def table_bytes(index: Path, chunks: int) -> str:
+    """The largest tables and indexes of an index file, in bytes per chunk."""
+    import apsw
+    conn = apsw.Connection(str(index), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC LIMIT 5").fetchall()
+    finally:
+        conn.close()
+    return ", ".join(f"{name} {size / chunks:.0f}" for name, size in rows)
+
+
+def chunk_matrix(store: Store) -> np.ndarray:
+    rows = [np.frombuffer(r[0], dtype=np.float32) for r in store.conn.execute("SELECT embedding FROM chunks_vec")]
+    return np.stack(rows)
+
+
+def replicate(store: Store, base: int, size: int, vectors) -> None:
+    """Grow an index of ``base`` chunks to ``size`` with copies of its files (new paths, the same
+    text and units, fresh vectors near the originals' kind): writing 1M chunks through the store
+    takes hours here, copying them in SQL minutes.  What a search reads per query (candidates,
+    their units) is made the same way; the keyword index holds each word ``size / base`` times."""
+    conn = store.conn
+    conn.createscalarfunction("fts_body", fts_body, 1)
+    top = int(conn.execute("SELECT max(id) FROM chunks").fetchone()[0])
+    copy = 0
+    while top * (copy + 1) < size:
+        copy += 1
+        offset, count = top * copy, min(top, size - top * copy)
+        with store.transaction() as tx:
+            tx.execute("INSERT INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at) "
+                       "SELECT replace(path, 'bench-', ?), kind, hash, mtime, size, chunks, error, indexed_at "
+                       "FROM files WHERE path LIKE 'memory/bench-%' AND path NOT LIKE 'memory/bench-c%'", (f"bench-c{copy}-",))
+            tx.execute("INSERT INTO chunks(id, path, start_line, end_line, hash, text, embedded, private, jsonl, first_day, "
+                       "last_day, chat_id, chat_title) SELECT id + ?, replace(path, 'bench-', ?), start_line, end_line, hash, "
+                       "text, embedded, private, jsonl, first_day, last_day, chat_id, chat_title FROM chunks WHERE id <= ?",
+                       (offset, f"bench-c{copy}-", count))
+            tx.execute("INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading) "
+                       "SELECT chunk_id + ?, start_line, end_line, hash, text, context, vector, reading FROM units "
+                       "WHERE chunk_id <= ? ORDER BY id", (offset, count))
+            tx.execute("INSERT INTO chunks_fts(rowid, body) SELECT id + ?, fts_body(text) FROM chunks WHERE id <= ?",
+                       (offset, count))
+            for begin in range(1, count + 1, 10_000):
+                end = min(count, begin + 9_999)
+                fresh = vectors(end - begin + 1)
+                tx.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, 0, ?)",
+                               ((offset + begin + i, fresh[i].tobytes()) for i in range(end - begin + 1)))
+
+
+def busy_loops(count: int) -> list[subprocess.Popen]:
+    return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dev", type=Path, default=DEV)
@@ -120,6 +181,9 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--model-chunks", type=int, default=120, help="real chunks embedded for throughput")
     parser.add_argument("--keep", type=Path, default=None, help="build in this (empty) folder and keep it, to profile")
+    parser.add_argument("--load", type=int, default=0, help="busy loops running while searches are measured")
+    parser.add_argument("--written", type=int, default=100_000,
+                        help="chunks written through the store; beyond, copies of them are made in SQL (see replicate)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
 
@@ -151,9 +215,13 @@ def main() -> int:
 
         rng = np.random.default_rng(1)
         pick = random.Random(1)
-        print(f"{'chunks':>8} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} {'fts p50':>8} "
-              f"{'p95':>7} {'ratio p50':>10}")
-        rows = []
+        if args.load:
+            print(f"rows marked * were measured with {args.load} busy loops running")
+        if any(size > args.written for size in sizes):
+            print(f"chunks beyond the first {args.written} are SQL copies of those (see replicate)")
+        print(f"{'chunks':>8}  {'build s':>7} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} "
+              f"{'fts p50':>8} {'p95':>7} {'ratio p50':>10} {'cpu p50':>8} {'matmul p50':>11} {'embed p50':>10} {'RSS MB':>7}")
+        rows, loaded = [], []
         for size in sizes:
             size_cfg = load_config(workspace=workspace, agent=f"bench-{size}", env={},
                                    overrides=[("state_dir", str(state))])
@@ -171,8 +239,8 @@ def main() -> int:
 
             started = time.perf_counter()
             written, day = 0, 0
-            while written < size:
-                chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: size - written]
+            while written < min(size, args.written):
+                chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: min(size, args.written) - written]
                 hashes = [text_hash(plain(c.text)) for c in chunks]
                 unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
                 flat = [h for per in unit_hashes for h in per]
@@ -181,40 +249,67 @@ def main() -> int:
                 store.replace_file(record, chunks, hashes, [fts_body(c.text) for c in chunks], cached, unit_hashes)
                 written += len(chunks)
                 day += 1
-            store_rate = size / (time.perf_counter() - started)
+            if written < size:
+                replicate(store, written, size, mixed)
+            build_seconds = time.perf_counter() - started
+            store_rate = size / build_seconds
+            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             store.close()
             per_chunk_bytes = (paths.index.stat().st_size + paths.cache.stat().st_size) / size
+            tables = table_bytes(paths.index, size)
+            for load in sorted({0, args.load}):
+                loops = busy_loops(load)
 
-            # memfs's own search path (Memory.search) against plain FTS5 BM25 on the same file.
-            memory = Memory(size_cfg, provider=provider)
-            store = memory.store
-            if store.chunk_total() != size or store.pending_count():
-                raise SystemExit(f"the {size}-chunk index was not served as written "
-                                 f"({store.chunk_total()} chunks, {store.pending_count()} pending)")
-            params = SearchParams.from_config(cfg.search)
-            hybrid, keyword = [], []
-            for q in qs[:5]:  # warm caches (and load the in-memory matrix of a large index)
-                memory.search(q)
-            for q in qs:
-                t0 = time.perf_counter()
-                memory.search(q)
-                hybrid.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                match = match_expression(search_terms(q))
-                if match:
-                    ids = [cid for cid, _ in store.keyword_candidates(match, params.max_results)]
-                    store.chunks_by_id(ids)
-                keyword.append(time.perf_counter() - t0)
-            row = (size, store_rate, pct(hybrid, 50), pct(hybrid, 95), pct(keyword, 50), pct(keyword, 95))
-            rows.append(row)
-            print(f"{size:>8} {store_rate:>11.0f} {per_chunk_bytes:>8.0f} {row[2]:>10.1f}ms {row[3]:>6.1f}ms {row[4]:>7.1f}ms "
-                  f"{row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x")
-            memory.close()
-        rss = rss_of_fresh_process(str(workspace), str(state), f"bench-{sizes[-1]}", qs[:10])
-        print(f"resident memory of a fresh process holding the {sizes[-1]}-chunk index (model loaded, "
-              f"10 searches done): {rss['after_search']:.0f} MB (before opening it: {rss['baseline']:.0f} MB)")
-        print(f"median hybrid p50 at {sizes[-1]} chunks: {statistics.median([rows[-1][2]]):.1f} ms "
-              f"(target < 50 ms, query embedding included)")
+                # memfs's own search path (Memory.search) against plain FTS5 BM25 on the same file.
+                memory = Memory(size_cfg, provider=provider)
+                store = memory.store
+                if store.chunk_total() != size or store.pending_count():
+                    raise SystemExit(f"the {size}-chunk index was not served as written "
+                                     f"({store.chunk_total()} chunks, {store.pending_count()} pending)")
+                params = SearchParams.from_config(cfg.search)
+                hybrid, keyword, cpu = [], [], []
+                for q in qs[:5]:  # warm caches (and load the in-memory matrix of a large index)
+                    memory.search(q)
+                for q in qs:
+                    t0, c0 = time.perf_counter(), time.process_time()
+                    memory.search(q)
+                    hybrid.append(time.perf_counter() - t0)
+                    cpu.append(time.process_time() - c0)
+                    t0 = time.perf_counter()
+                    match = match_expression(search_terms(q))
+                    if match:
+                        ids = [cid for cid, _ in store.keyword_candidates(match, params.max_results)]
+                        store.chunks_by_id(ids)
+                    keyword.append(time.perf_counter() - t0)
+                # The limits: every chunk vector read once (exact KNN's floor), the query's embedding.
+                matrix = chunk_matrix(store)
+                matmul, embed = [], []
+                for q in qs:
+                    vector = provider.embed([q])[0]
+                    t0 = time.perf_counter()
+                    scores = matrix @ vector
+                    np.argpartition(-scores, 50)[:50]
+                    matmul.append(time.perf_counter() - t0)
+                    t0 = time.perf_counter()
+                    provider.embed([q[:2000]])
+                    embed.append(time.perf_counter() - t0)
+                del matrix
+                memory.close()
+                rss = rss_of_fresh_process(str(workspace), str(state), f"bench-{size}", qs[:10])
+                for loop in loops:
+                    loop.kill()
+                    loop.wait()
+                row = (size, store_rate, pct(hybrid, 50), pct(hybrid, 95), pct(keyword, 50), pct(keyword, 95))
+                (rows if load == 0 else loaded).append(row)
+                print(f"{size:>8}{'*' if load else ' '}{build_seconds:>7.0f} {store_rate:>11.0f} {per_chunk_bytes:>8.0f} {row[2]:>10.1f}ms "
+                      f"{row[3]:>6.1f}ms {row[4]:>7.1f}ms {row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x "
+                      f"{pct(cpu, 50):>6.1f}ms {pct(matmul, 50):>9.1f}ms {pct(embed, 50):>8.1f}ms {rss['after_search']:>7.0f}")
+            print(f"{'':>8} bytes per chunk by table: {tables}")
+        for before, after in [*itertools.pairwise(rows), *itertools.pairwise(loaded)]:
+            print(f"{before[0]} -> {after[0]} chunks (x{after[0] / before[0]:g}): hybrid p50 x{after[2] / before[2]:.2f}, "
+                  f"fts p50 x{after[4] / before[4]:.2f}")
+        print(f"hybrid p50 at {sizes[-1]} chunks: {rows[-1][2]:.1f} ms (target < 50 ms at 100k, query embedding "
+              f"included); RSS: a fresh search process after 10 searches (the model runs in the embedding service)")
     return 0
 
 

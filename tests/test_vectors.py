@@ -60,3 +60,67 @@ def test_matrix_reuses_free_rows() -> None:
     matrix.add(9, rows[1].tobytes())
     assert len(matrix) == 4 and matrix.knn(rows[1], 1) == [(9, 1.0)]
     assert matrix.similarity(rows[0], [1, 2]) == {1: 1.0}
+
+
+QUESTIONS = ["When did Caroline go to the LGBTQ support group?", "What did Melanie paint recently?",
+             "a painting of the sun coming up over the lake", "Where does Caroline want to move?"]
+
+
+def _unit_blobs(memory) -> dict[str, tuple[bytes, bytes]]:
+    """unit hash -> (its stored vector, its float32 vector from the embedding cache)."""
+    rows = memory.store.conn.execute(
+        "SELECT u.hash, u.vector, c.vector FROM units u JOIN cache.embedding_cache c ON c.hash = u.hash "
+        "WHERE u.vector IS NOT NULL").fetchall()
+    return {str(h): (bytes(stored), bytes(full)) for h, stored, full in rows}
+
+
+def test_unit_vectors_take_dims_plus_four_bytes_and_rank_as_float32(workspace: Path, make_memory,
+                                                                      locomo_day) -> None:
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    dims = memory.provider.dims
+    blobs = _unit_blobs(memory)
+    assert len(blobs) > 20 and {len(stored) for stored, _ in blobs.values()} == {dims + 4}
+    from memfs.index.vectors import unpack_unit_vectors
+    stored = unpack_unit_vectors([s for s, _ in blobs.values()], dims)
+    full = np.stack([np.frombuffer(f, dtype=np.float32) for _, f in blobs.values()])
+    for question in QUESTIONS:
+        query = memory.provider.embed([question])[0]
+        exact, packed = full @ query, stored @ query
+        assert np.max(np.abs(exact - packed)) < 0.005
+        # The top 5 by the stored vectors are the top 5 by float32, up to ties within the tolerance.
+        fifth = np.sort(exact)[-5]
+        assert all(exact[i] >= fifth - 0.005 for i in np.argsort(-packed)[:5])
+
+
+def test_an_index_with_float16_unit_vectors_answers_and_takes_new_ones_packed(workspace: Path, make_memory,
+                                                                               locomo_day) -> None:
+    """An index written before unit vectors were int8 (float16, 2 * dims bytes) is read as it is:
+    same results, and units written later are packed beside the old ones."""
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    dims = memory.provider.dims
+    before = [memory.search(q, min_score=0).results for q in QUESTIONS]
+    with memory.store.transaction(vectors_only=True) as conn:  # as earlier versions stored them
+        for digest, (_, full) in _unit_blobs(memory).items():
+            conn.execute("UPDATE units SET vector = ? WHERE hash = ?",
+                         (np.frombuffer(full, dtype=np.float32).astype(np.float16).tobytes(), digest))
+    assert {len(s) for s, _ in _unit_blobs(memory).values()} == {2 * dims}
+    memory.close()
+    memory = make_memory(workspace)
+    after = [memory.search(q, min_score=0).results for q in QUESTIONS]
+    for old, new in zip(before, after):
+        # The same passages in the same order with the same scores, up to float16's rounding
+        # against int8's; a snippet may grow by a neighbour less or more when its cosine sits on
+        # the growth threshold (search.MERGE_COHERENCE).
+        for a, b in zip(old[:3], new[:3]):
+            assert a.path == b.path and a.start_line <= b.end_line and b.start_line <= a.end_line
+            assert abs(a.score - b.score) < 0.005
+    (workspace / "memory" / "2023-05-09.md").write_text("## 10:00 - Caroline\n\nI adopted a grey kitten named Ash.\n")
+    memory.index()
+    sizes = {len(s) for s, _ in _unit_blobs(memory).values()}
+    assert sizes == {2 * dims, dims + 4}
+    top = memory.search("the grey kitten Caroline adopted").results[0]
+    assert top.path == "memory/2023-05-09.md" and top.vector_score > 0.5

@@ -37,8 +37,10 @@ np = lazy_module("numpy")
 
 from memfs.config import SearchConfig
 from memfs.index import scoring
+from memfs.index.coverage import terms_present
 from memfs.index.store import Store, StoredChunk, StoredUnit
 from memfs.index.text import match_expression, search_terms, stems
+from memfs.index.vectors import unpack_unit_vectors
 from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
 
 log = logging.getLogger(__name__)
@@ -310,13 +312,7 @@ class _Scored:
 def _vectors(units: list[StoredUnit], dims: int) -> np.ndarray:
     """The units' vectors as rows (NaN for a unit not embedded yet: none of them may be, while
     the background embedder is still at work)."""
-    out = np.full((len(units), dims), np.nan, dtype=np.float32)
-    for i, unit in enumerate(units):
-        if unit.vector:
-            row = np.frombuffer(unit.vector, dtype=np.float16)
-            if len(row) == dims:
-                out[i] = row
-    return out
+    return unpack_unit_vectors([u.vector for u in units], dims)
 
 
 @dataclass
@@ -326,6 +322,7 @@ class Scored:
     ranked: list[_Scored]  # best first; a unit in two overlapping chunks once, with its better score
     units: dict[int, list[StoredUnit]]  # chunk id -> its units in file order
     scores: dict[int, float]  # unit id -> score
+    vectors: dict[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
 
 
 def score_units(store: Store, query: str, query_vector: QueryVector, include_private: bool,
@@ -335,31 +332,52 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     where, params = scope.sql()
     match = match_expression(informative_terms(store, terms, include_private))
     keyword = store.keyword_candidates(match, POOL, include_private, where, params) if match else []
+
+    def visible(ids: list[int]) -> dict[int, StoredChunk]:
+        found = store.chunks_by_id(ids, include_private)
+        return {cid: c for cid, c in found.items() if scope.path_ok(c.path) and (hides is None or not hides(c.path))}
+
+    def matched(units: list[StoredUnit]) -> list[frozenset[str]]:
+        return terms_present([f"{u.context}\n{u.text}" if u.context else u.text for u in units], list(weights.idf))
+
+    # The keyword side's chunks, units and term matches are read while the query is still being
+    # embedded (by another thread or the embedding service): half of a search's work then costs
+    # no time of its own.  Only the chunks the vector side adds are read after.
+    keyword_ids = [cid for cid, _ in keyword]
+    chunks = visible(keyword_ids)
+    weights = query_weights(store, terms, include_private)
+    units = store.units_of(chunks)
+    present = matched(units)
     if callable(query_vector):
         query_vector = query_vector()
     vector: list[tuple[int, float]] = []
     if query_vector is not None:
         vector = store.vector_candidates(query_vector, POOL, include_private, where, params)
-    ids = list(dict.fromkeys([cid for cid, _ in keyword] + [cid for cid, _ in vector]))
-    chunks = store.chunks_by_id(ids, include_private)
-    chunks = {cid: c for cid, c in chunks.items()
-              if scope.path_ok(c.path) and (hides is None or not hides(c.path))}
-    if not chunks:
+    known = set(keyword_ids)
+    added = visible(list(dict.fromkeys(cid for cid, _ in vector if cid not in known)))
+    if added:
+        chunks.update(added)
+        more = store.units_of(added)
+        # In the order one read of all candidates gives (units_of's), which ties keep.
+        merged = sorted(zip(units + more, present + matched(more)),
+                        key=lambda pair: (pair[0].chunk_id, pair[0].start_line, pair[0].id))
+        units, present = [u for u, _ in merged], [held for _, held in merged]
+    if not chunks or not units:
         return Scored([], {}, {})
     chunk_cos = dict(vector)
     missing = [cid for cid in chunks if cid not in chunk_cos]
     if query_vector is not None and missing:
         chunk_cos.update(store.vector_similarity(query_vector, missing))
-    units = store.units_of(chunks)
-    if not units:
-        return Scored([], {}, {})
-    weights = query_weights(store, terms, include_private)
-    coverage = np.array([scoring.keyword_coverage(weights, stems(u.keyword_text)) for u in units])
+    shares: dict[frozenset[str], float] = {}  # a few distinct sets of terms among ~900 units
+    coverage = np.array([shares[held] if held in shares else shares.setdefault(
+        held, scoring.keyword_coverage(weights, held)) for held in present])
+    dims = len(query_vector) if query_vector is not None else int((store.fingerprint or {}).get("dims") or 0)
+    matrix = _vectors(units, dims)
     if query_vector is not None:
-        query_array = np.asarray(query_vector, dtype=np.float32)
-        unit_cos = _vectors(units, len(query_array)) @ query_array
+        unit_cos = matrix @ np.asarray(query_vector, dtype=np.float32)
     else:
         unit_cos = np.full(len(units), np.nan)
+    vectors = {u.id: matrix[i] for i, u in enumerate(units) if dims and not np.isnan(matrix[i, 0])}
     around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)
     own_cos = unit_cos
     unit_cos = np.where(np.isnan(unit_cos), around, unit_cos)  # a unit not embedded yet: its chunk's
@@ -370,12 +388,13 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     scores = scoring.fuse(coverage, unit_cos, context, message)
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
+    dated = scope.after is not None or scope.before is not None
     for index, unit in enumerate(units):
         chunk = chunks[unit.chunk_id]
         in_chunk = by_chunk.setdefault(unit.chunk_id, [])
         if not in_chunk or (in_chunk[-1].start_line, in_chunk[-1].end_line) != (unit.start_line, unit.end_line):
             in_chunk.append(unit)  # twins (units.twins) are one passage of the file
-        if not scope.day_ok(unit_day(chunk.path, unit)):
+        if dated and not scope.day_ok(unit_day(chunk.path, unit)):
             continue
         item = _Scored(unit, chunk, float(scores[index]), float(coverage[index]), float(unit_cos[index]),
                        float(context[index]))
@@ -394,7 +413,7 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
         key = (u.chunk_id, u.start_line, u.end_line)
         evidence[key] = max(evidence.get(key, 0.0), float(growable[i]))
     return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, u.start_line, u.end_line)]
-                                     for in_chunk in by_chunk.values() for u in in_chunk})
+                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors)
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:
@@ -408,11 +427,8 @@ def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Sco
     return sorted(out, key=lambda s: (-s.score, s.chunk.path, s.unit.start_line))
 
 
-def _unit_vector(unit: StoredUnit) -> np.ndarray | None:
-    return np.frombuffer(unit.vector, dtype=np.float16).astype(np.float32) if unit.vector else None
-
-
-def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int) -> tuple[int, int, str]:
+def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int,
+            vectors: dict[int, np.ndarray]) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
     its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
@@ -435,7 +451,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     text = text_of(lo, hi)
     if len(text) > limit:
         return order[lo].start_line, order[hi].end_line, text[: max(0, limit - 1)].rstrip() + "…"
-    anchor = _unit_vector(item.unit)
+    anchor = vectors.get(item.unit.id)
 
     def joins(neighbour: StoredUnit) -> float | None:
         """How strongly a neighbour belongs in the snippet, or None: by its own evidence for the
@@ -443,7 +459,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
         evidence = by_unit.get(neighbour.id, 0.0)
         if evidence >= MERGE_FLOOR:
             return evidence
-        vector = _unit_vector(neighbour)
+        vector = vectors.get(neighbour.id)
         if anchor is not None and vector is not None and float(anchor @ vector) >= MERGE_COHERENCE:
             return evidence
         return None
@@ -524,12 +540,13 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
     chosen: list[np.ndarray] = []
     remaining = list(scored)
     while remaining and len(results) < params.max_results:
-        item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr)
+        item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr, found.vectors)
         path = item.chunk.path
         if any(r.path == path and r.start_line <= item.unit.start_line and item.unit.end_line <= r.end_line
                for r in results):
             continue  # already in an earlier result's snippet
-        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars)
+        start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars,
+                                      found.vectors)
         spans = [(r.start_line, r.end_line) for r in results if r.path == path]
         if any(a <= end and start <= b for a, b in spans):
             # Two results of one file never overlap: this one keeps only lines no earlier result
@@ -538,8 +555,8 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
             if piece is None:
                 continue
             start, end, snippet = _trimmed(item.chunk, found.units[item.chunk.id], piece)
-        if item.unit.vector:
-            chosen.append(np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32))
+        if item.unit.id in found.vectors:
+            chosen.append(found.vectors[item.unit.id])
         results.append(SearchResult(
             path=item.chunk.path,
             start_line=start,
@@ -596,7 +613,8 @@ def _trimmed(chunk: StoredChunk, units: list[StoredUnit], piece: tuple[int, int]
     return first, last, "\n".join(known[n] for n in range(first, last + 1) if n in known).strip("\n")
 
 
-def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float) -> _Scored:
+def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float,
+              vectors: dict[int, np.ndarray]) -> _Scored:
     """Maximal marginal relevance: the unit whose score, less its similarity to what is already
     chosen, is highest (lambda weighs the two)."""
     if not chosen:
@@ -605,8 +623,8 @@ def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float) ->
     best_index, best_value = 0, -np.inf
     for index, item in enumerate(remaining):
         similarity = 0.0
-        if item.unit.vector:
-            similarity = float(np.max(picked @ np.frombuffer(item.unit.vector, dtype=np.float16).astype(np.float32)))
+        if item.unit.id in vectors:
+            similarity = float(np.max(picked @ vectors[item.unit.id]))
         value = lam * item.score - (1 - lam) * similarity
         if value > best_value:
             best_index, best_value = index, value

@@ -31,20 +31,27 @@ np = lazy_module("numpy")
 
 from memfs.index.chunking import Chunk
 from memfs.index.units import plain
-from memfs.index.vectors import VectorMatrix
+from memfs.index.vectors import VectorMatrix, pack_unit_vector
 from memfs.workspace import FileKind
 
 _KINDS = {kind.value for kind in FileKind}
 
 SCHEMA_VERSION = "6"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
 # 5: a unit's reading (twins of facts); 6: a JSONL chunk's chat (id and title)
-# From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan.
-MATRIX_MIN_VECTORS = 20_000
+# From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan (at 1k
+# chunks sqlite-vec's KNN and exact similarities took ~5 ms a search, the matrix 0.1 ms; loading
+# it reads 1.5 MB).  Below, a one-shot process would read every vector for a search or two.
+MATRIX_MIN_VECTORS = 1_000
 VEC_KNN_MAX = 4096  # sqlite-vec's largest k
 # A scoped search (in=, after=, before=) compares this many chunks one by one at most; beyond,
 # it filters the nearest neighbours of the whole index instead.
 SCOPED_EXACT = 20_000
 FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
+# The keyword index keeps no copy of the text it indexes (contentless: chunks.text is the text;
+# search reads only rowids and bm25, never the body), which saved ~1.9 KB of ~17 KB per chunk.
+# Rows are still deleted one by one (contentless_delete, SQLite 3.43+).  An index made with a
+# content table answers the same SQL, so it keeps working as it is.
+FTS_OPTIONS = f"tokenize='{FTS_TOKENIZER}', content='', contentless_delete=1"
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ class StoredUnit:
     hash: str  # of the text the embedding model reads (context + text)
     text: str
     context: str
-    vector: bytes | None  # float16, unit length; None until embedded
+    vector: bytes | None  # as vectors.pack_unit_vector packs it (float16 in older indexes); None until embedded
     reading: str = ""  # what the model reads instead of context and text (memfs.index.units)
 
     @property
@@ -114,8 +121,9 @@ def _file_record(row: tuple) -> FileRecord:
 
 
 def half(vector: bytes) -> bytes:
-    """A float32 vector stored in half the bytes (float16; cosines change by < 1e-3)."""
-    return np.frombuffer(vector, dtype=np.float32).astype(np.float16).tobytes()
+    """A unit's float32 vector as ``units.vector`` stores it (int8 and a scale, see
+    :func:`memfs.index.vectors.pack_unit_vector`; the name is from when it was float16)."""
+    return pack_unit_vector(vector)
 
 
 
@@ -219,7 +227,7 @@ class Store:
                     chat_id TEXT NOT NULL DEFAULT '', chat_title TEXT NOT NULL DEFAULT '');
                 CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path, start_line);
                 CREATE INDEX IF NOT EXISTS chunks_pending ON chunks(id) WHERE embedded = 0;
-                CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
+                CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(body, {FTS_OPTIONS});
                 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab(chunks_fts, row);
                 CREATE TABLE IF NOT EXISTS units(
                     id INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, start_line INTEGER NOT NULL,
@@ -227,7 +235,7 @@ class Store:
                     context TEXT NOT NULL DEFAULT '', vector BLOB, reading TEXT NOT NULL DEFAULT '');
                 CREATE INDEX IF NOT EXISTS units_chunk ON units(chunk_id);
                 CREATE INDEX IF NOT EXISTS units_pending ON units(id) WHERE vector IS NULL;
-                CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, tokenize='{FTS_TOKENIZER}');
+                CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, {FTS_OPTIONS});
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts_vocab USING fts5vocab(private_fts, row);
                 CREATE TABLE IF NOT EXISTS cache.embedding_cache(
                     provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL,

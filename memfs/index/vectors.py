@@ -7,6 +7,14 @@ step with its own writes and reloads it when another connection changed the data
 
 Rows of private chunks are marked, so a shared search leaves them out of its nearest neighbours
 instead of filtering them afterwards.
+
+Also the stored form of a unit's vector (``units.vector``): units are ~9 per chunk, so their
+vectors were most of the index (float16, 768 of 16,800 bytes per chunk at 384 dimensions x 9.5).
+They are kept as int8 with one float32 scale (``dims + 4`` bytes, half of float16): on real model
+vectors a cosine moves by at most ~0.003 (float16: ~0.0002), far below the gaps the search's
+thresholds and rankings are fitted on (tests/test_vectors.py measures it).  Blobs written as
+float16 by earlier versions (``2 * dims`` bytes) are still read, so an existing index keeps
+answering without a rebuild; its units are re-encoded as they are rewritten.
 """
 
 from __future__ import annotations
@@ -14,6 +22,46 @@ from __future__ import annotations
 from memfs.lazy import lazy_module
 
 np = lazy_module("numpy")
+
+
+_SCALE = 4  # bytes of the float32 scale before the int8 components
+
+
+def pack_unit_vector(vector: bytes) -> bytes:
+    """A unit-length float32 vector as stored in ``units.vector``: a float32 scale, then int8
+    components.  The scale makes the decoded vector unit length again, so its dot product with a
+    query stays a cosine."""
+    x = np.frombuffer(vector, dtype=np.float32)
+    peak = float(np.max(np.abs(x))) if len(x) else 0.0
+    if peak == 0.0:
+        return np.zeros(1, dtype="<f4").tobytes() + bytes(len(x))
+    q = np.rint(x * (127.0 / peak)).astype(np.int8)
+    norm = float(np.linalg.norm(q.astype(np.float32)))
+    return np.array([1.0 / norm], dtype="<f4").tobytes() + q.tobytes()
+
+
+def unpack_unit_vectors(blobs: list[bytes | None], dims: int) -> np.ndarray:
+    """Stored unit vectors as float32 rows; NaN rows for a missing vector (not embedded yet) or
+    one of another length (another model's)."""
+    out = np.full((len(blobs), dims), np.nan, dtype=np.float32)
+    packed = [i for i, b in enumerate(blobs) if b is not None and len(b) == dims + _SCALE]
+    if packed:
+        raw = np.frombuffer(b"".join([blobs[i] for i in packed]), dtype=np.uint8).reshape(len(packed), dims + _SCALE)  # type: ignore[misc]
+        scales = raw[:, :_SCALE].copy().view("<f4")
+        out[packed] = raw[:, _SCALE:].view(np.int8).astype(np.float32) * scales
+    if dims + _SCALE != 2 * dims:  # float16, as earlier versions stored them
+        halves = [i for i, b in enumerate(blobs) if b is not None and len(b) == 2 * dims]
+        if halves:
+            out[halves] = np.frombuffer(b"".join([blobs[i] for i in halves]), dtype=np.float16).reshape(len(halves), dims)  # type: ignore[misc]
+    return out
+
+
+def unpack_unit_vector(blob: bytes | None, dims: int) -> np.ndarray | None:
+    """One stored unit vector as float32, or None (missing, or another length)."""
+    if not blob:
+        return None
+    row = unpack_unit_vectors([blob], dims)[0]
+    return None if np.isnan(row[0]) else row
 
 
 class VectorMatrix:

@@ -1,0 +1,59 @@
+"""What the index keeps per chunk: the keyword index holds no second copy of the text, and an
+index made with one (by an earlier memfs) keeps answering and following edits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memfs.index.store import FTS_TOKENIZER
+from memfs.index.text import fts_body
+
+QUESTION = "When did Caroline go to the LGBTQ support group?"
+
+
+def _tables(memory) -> set[str]:
+    return {str(r[0]) for r in memory.store.conn.execute("SELECT name FROM sqlite_master")}
+
+
+def _documents_with(memory, term: str) -> int:
+    row = memory.store.conn.execute("SELECT doc FROM chunks_fts_vocab WHERE term = ?", (term,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _edit_away_the_support_group(memory, day: Path) -> None:
+    day.write_text(day.read_text().replace("support group", "book club").replace("LGBTQ", "reading"))
+    memory.index()
+
+
+def test_keyword_index_keeps_no_copy_of_the_text_and_follows_edits(workspace: Path, make_memory,
+                                                                   locomo_day) -> None:
+    day = locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    assert "chunks_fts_content" not in _tables(memory) and "private_fts_content" not in _tables(memory)
+    top = memory.search(QUESTION).results[0]
+    assert top.start_line <= 13 <= top.end_line and top.text_score > 0.5
+    assert _documents_with(memory, "lgbtq") > 0
+    _edit_away_the_support_group(memory, day)
+    assert _documents_with(memory, "lgbtq") == 0  # the old rows' terms left the index with them
+    assert all("LGBTQ" not in r.snippet for r in memory.search(QUESTION, min_score=0).results)
+
+
+def test_an_index_with_a_content_fts_table_keeps_answering(workspace: Path, make_memory, locomo_day) -> None:
+    day = locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    before = memory.search(QUESTION).results
+    with memory.store.transaction() as conn:  # the keyword index as earlier versions made it
+        conn.execute("DROP TABLE chunks_fts_vocab")
+        conn.execute("DROP TABLE chunks_fts")
+        conn.execute(f"CREATE VIRTUAL TABLE chunks_fts USING fts5(body, tokenize='{FTS_TOKENIZER}')")
+        conn.execute("CREATE VIRTUAL TABLE chunks_fts_vocab USING fts5vocab(chunks_fts, row)")
+        for chunk_id, text in conn.execute("SELECT id, text FROM chunks WHERE private = 0").fetchall():
+            conn.execute("INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)", (chunk_id, fts_body(text)))
+    memory.close()
+    memory = make_memory(workspace)
+    assert "chunks_fts_content" in _tables(memory)
+    assert memory.search(QUESTION).results == before
+    _edit_away_the_support_group(memory, day)
+    assert _documents_with(memory, "lgbtq") == 0

@@ -137,7 +137,7 @@ def test_bad_files_are_indexed_or_skipped_with_reasons(workspace: Path, make_mem
     (memory_dir / "2026-01-04.md").write_bytes(b"")
     (memory_dir / "2026-01-05.md").write_text("x" * (1024 * 1024) + "\n")  # one line of 1 MB
     with open(memory_dir / "2026-01-06.md", "wb") as big:
-        big.truncate(50 * 1024 * 1024)  # 50 MB (sparse)
+        big.truncate(100 * 1024 * 1024)  # 100 MB (sparse): over index.max_file_mb (64)
     memory = make_memory(workspace, embedding__provider="none")
     outcomes = {o.path: o for o in memory.index()}
     assert outcomes["memory/2026-01-01.md"].action == "indexed"

@@ -13,12 +13,14 @@ import json
 from pathlib import Path
 
 DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "locomo-dev"
+# A fresh clone (CI) has no dev set beside it: then the LoCoMo day the tests ship is the text.
+OWN = Path(__file__).resolve().parent.parent / "tests" / "data"
 DAY_MS = 86_400_000
 
 
 def _messages(dev: Path) -> list[dict]:
     out = []
-    for path in sorted(dev.glob("conv-*/clawgpt-memory/*.jsonl")):
+    for path in sorted(dev.glob("conv-*/clawgpt-memory/*.jsonl")) or sorted(OWN.glob("locomo-*.jsonl")):
         out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     if not out:
         raise SystemExit(f"no LoCoMo sync files under {dev}")
@@ -74,7 +76,7 @@ def transcript(size: int, dev: Path = DEV) -> bytes:
 
 def daily_log(size: int, dev: Path = DEV) -> bytes:
     """Markdown: the dev set's daily logs, in rounds; a round after the first tags each line."""
-    logs = [p.read_text() for p in sorted(dev.glob("conv-*/memory/*.md"))]
+    logs = [p.read_text() for p in sorted(dev.glob("conv-*/memory/*.md")) or sorted(OWN.glob("locomo-*.md"))]
     if not logs:
         raise SystemExit(f"no LoCoMo daily logs under {dev}")
     parts: list[str] = []

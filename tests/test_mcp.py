@@ -88,7 +88,7 @@ def test_every_tool_over_stdio(tmp_path: Path, locomo_day) -> None:
     assert not search[0] and search[1] == expected
     assert not shaped[0] and shaped[1] == expected_shaped
     usage = cli("search", "x", "-n", "0", "-w", str(ws), env=env)
-    assert bad_n[0] and "n=0: n must be from 1 to 100" in bad_n[1] and "n=0: n must be from 1 to 100" in usage.stderr
+    assert bad_n[0] and "n=0: n must be from 1 to 100" in bad_n[1] and "-n 0: -n must be from 1 to 100" in usage.stderr
     assert not got[0] and got[1] == "## Health\n- The user is allergic to penicillin.\n"
     assert outside[0] and "outside the workspace" in outside[1]
     assert not shared[0] and "penicillin" not in shared[1]

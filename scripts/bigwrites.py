@@ -28,22 +28,27 @@ def _messages(dev: Path) -> list[dict]:
     return out
 
 
-def sync_lines(size: int, dev: Path = DEV, tag: str = "b") -> bytes:
-    """JSONL sync lines, ``size`` bytes or a little more."""
+def _rounds(size: int, dev: Path, first_round: int, record_of) -> bytes:
+    """The dev set's messages made into records by ``record_of(message, round)``, round after
+    round, until ``size`` bytes or a little more."""
     base = _messages(dev)
     lines: list[bytes] = []
     total = 0
-    round_ = 0
+    round_ = first_round
     while total < size:
         for m in base:
-            record = {**m, "id": f"{m['id']}-{tag}{round_}", "timestamp": m["timestamp"] + round_ * DAY_MS}
-            line = json.dumps(record, ensure_ascii=False).encode() + b"\n"
+            line = json.dumps(record_of(m, round_), ensure_ascii=False).encode() + b"\n"
             lines.append(line)
             total += len(line)
             if total >= size:
                 break
         round_ += 1
     return b"".join(lines)
+
+
+def sync_lines(size: int, dev: Path = DEV, tag: str = "b") -> bytes:
+    """JSONL sync lines, ``size`` bytes or a little more."""
+    return _rounds(size, dev, 0, lambda m, r: {**m, "id": f"{m['id']}-{tag}{r}", "timestamp": m["timestamp"] + r * DAY_MS})
 
 
 def session_header(ident: str = "import") -> bytes:
@@ -52,21 +57,9 @@ def session_header(ident: str = "import") -> bytes:
 
 def session_records(size: int, dev: Path = DEV, start_round: int = 0) -> bytes:
     """Transcript message records (no header), ``size`` bytes or a little more."""
-    base = _messages(dev)
-    lines: list[bytes] = []
-    total = 0
-    round_ = start_round
-    while total < size:
-        for m in base:
-            record = {"type": "message", "id": f"{m['id']}-{round_}", "timestamp": m["timestamp"] + round_ * DAY_MS,
-                      "message": {"role": m["role"], "content": m["content"]}}
-            line = json.dumps(record, ensure_ascii=False).encode() + b"\n"
-            lines.append(line)
-            total += len(line)
-            if total >= size:
-                break
-        round_ += 1
-    return b"".join(lines)
+    return _rounds(size, dev, start_round, lambda m, r: {
+        "type": "message", "id": f"{m['id']}-{r}", "timestamp": m["timestamp"] + r * DAY_MS,
+        "message": {"role": m["role"], "content": m["content"]}})
 
 
 def transcript(size: int, dev: Path = DEV) -> bytes:

@@ -104,6 +104,8 @@ class MemoryWrites:
 
     def wrote(self, rel: str, offset: int) -> None:
         """Bytes of memory file ``rel`` were written (or it was truncated) at ``offset``."""
+        if not self.is_memory(rel):  # only memory files are versioned (and popped at close)
+            return
         low = self.lowest.get(rel)
         if low is None or offset < low:
             self.lowest[rel] = offset

@@ -154,6 +154,19 @@ def locomo_day() -> Callable[[Path], Path]:
     return copy
 
 
+SECRET = "allergic to penicillin"  # a private fact the CLI workspaces' MEMORY.md holds
+
+
+@pytest.fixture
+def cli_workspace(tmp_path: Path, locomo_day) -> Path:
+    """A workspace for the CLI's tests: MEMORY.md with SECRET, AGENTS.md and one real LoCoMo day."""
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", f"# Memory\n\n## Health\n- The user is {SECRET}.\n")
+    write(ws / "AGENTS.md", "# Agents\nRead MEMORY.md first.\n")
+    locomo_day(ws)
+    return ws
+
+
 @pytest.fixture
 def mount_factory(tmp_path: Path):
     """mount_factory(workspace, agent="main", *extra_cli_args) -> Mounted; all unmounted at teardown."""

@@ -15,12 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import write
+from conftest import SECRET, write
 from mounts import clean_env, wait_until
 
 from memfs.mounttable import alive
-
-SECRET = "allergic to penicillin"
 
 
 def on_demand_env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -44,12 +42,8 @@ def started_pid(stderr: str) -> int:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, locomo_day) -> Path:
-    ws = tmp_path / "ws"
-    write(ws / "MEMORY.md", f"# Memory\n\n## Health\n- The user is {SECRET}.\n")
-    write(ws / "AGENTS.md", "# Agents\nRead MEMORY.md first.\n")
-    locomo_day(ws)
-    return ws
+def workspace(cli_workspace: Path) -> Path:
+    return cli_workspace
 
 
 COMMANDS = [

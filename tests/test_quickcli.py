@@ -19,7 +19,6 @@ from mounts import clean_env, wait_until
 from memfs import cli, quickcli
 from memfs.serve.wire import Invocation
 
-SECRET = "allergic to penicillin"
 CLICK = "import sys; sys.argv[0] = 'memfs'; from memfs.cli import main; main()"  # click, as before the fast path
 HEAVY = ("click", "pydantic", "numpy", "memfs.cli", "memfs.config", "memfs.memory")
 
@@ -54,12 +53,8 @@ def heavy(stderr: str) -> set[str]:
 
 
 @pytest.fixture
-def workspace(tmp_path: Path, locomo_day) -> Path:
-    ws = tmp_path / "ws"
-    write(ws / "MEMORY.md", f"# Memory\n\n## Health\n- The user is {SECRET}.\n")
-    write(ws / "AGENTS.md", "# Agents\nRead MEMORY.md first.\n")
-    locomo_day(ws)
-    return ws
+def workspace(cli_workspace: Path) -> Path:
+    return cli_workspace
 
 
 @pytest.fixture

@@ -62,11 +62,11 @@ def _first_line(exc: BaseException) -> str:
     """libpq's message without its "connection to server at ... failed:" preamble and hints."""
     text = str(exc).strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        # "connection to server at "127.0.0.1", port 1 failed: Connection refused"
-        if "failed: " in line:
-            return line.split("failed: ", 1)[1]
-    return lines[0] if lines else type(exc).__name__
+    if not lines:
+        return type(exc).__name__
+    # "connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused"
+    first = lines[0].rsplit("failed: ", 1)[-1]
+    return first.replace("FATAL:  ", "").strip()
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:

@@ -74,6 +74,16 @@ def _version_tuple(text: str) -> tuple[int, ...]:
 
 
 def check_server(conn: psycopg.Connection, create_vector: bool) -> str:
+    """See :func:`_check_server`; a query the server refuses is a PgError too."""
+    import psycopg as pg
+
+    try:
+        return _check_server(conn, create_vector)
+    except pg.Error as exc:
+        raise PgError(f"cannot check the server's pgvector: {_first_line(exc)}") from None
+
+
+def _check_server(conn: psycopg.Connection, create_vector: bool) -> str:
     """Refuse a server older than PostgreSQL 15 or one whose pgvector is missing or older than
     0.8; with ``create_vector`` install the extension if it is available but not installed.
     Returns the installed pgvector version."""

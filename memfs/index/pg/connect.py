@@ -104,7 +104,8 @@ def _check_server(conn: psycopg.Connection, create_vector: bool) -> str:
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except Exception as exc:
-            raise PgError(f"cannot create extension 'vector': {_first_line(exc)}") from None
+            raise PgError(f"cannot create extension 'vector': {_first_line(exc)} (pgvector is not a trusted "
+                          "extension: a superuser runs CREATE EXTENSION vector in this database once)") from None
         installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
     if _version_tuple(installed) < MIN_VECTOR:
         newer = "" if _version_tuple(default) < MIN_VECTOR else " (run ALTER EXTENSION vector UPDATE)"

@@ -718,5 +718,9 @@ def mcp_cmd(**opts: Any) -> None:
             memory.close()
 
 
+from memfs.pgcli import register as _register_pg  # noqa: E402  (the `pg` group lives in its own module)
+
+_register_pg(main)
+
 if __name__ == "__main__":
     main()

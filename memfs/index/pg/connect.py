@@ -1,0 +1,113 @@
+"""Connections to PostgreSQL with errors a person can act on: a wrong DSN, an unreachable server,
+a refused password, a server too old or without pgvector 0.8 each give one line (:class:`PgError`),
+never a driver traceback."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import psycopg
+
+MIN_SERVER = 150000  # PostgreSQL 15: MERGE, security_invoker views, PUBLIC without CREATE on public
+MIN_VECTOR = (0, 8)  # pgvector 0.8: iterative index scans (hnsw.iterative_scan) for filtered KNN
+CONNECT_TIMEOUT = 10  # seconds, unless the DSN says otherwise
+
+
+class PgError(RuntimeError):
+    """A problem with the server or the DSN, said in one line."""
+
+
+def _driver() -> object:
+    try:
+        import psycopg
+    except ImportError:
+        raise PgError("the PostgreSQL driver is not installed: pip install 'memfs[postgres]'") from None
+    return psycopg
+
+
+def redacted(dsn: str) -> str:
+    """The DSN without its password, to print."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except Exception:
+        return "(unparsable DSN)"
+    parts.pop("password", None)
+    return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+
+
+def connect(dsn: str, autocommit: bool = True) -> psycopg.Connection:
+    """A connection, or PgError saying in one line why there is none."""
+    psycopg = _driver()
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        options = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:  # type: ignore[attr-defined]
+        raise PgError(f"not a valid DSN: {_first_line(exc)}") from None
+    extra = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT}
+    try:
+        # prepare_threshold=None: psycopg's automatic prepared statements cache generic plans,
+        # which cannot prune a tenant's partitions by the value of the moment.
+        return psycopg.connect(dsn, autocommit=autocommit, prepare_threshold=None, **extra)  # type: ignore[attr-defined]
+    except psycopg.OperationalError as exc:  # type: ignore[attr-defined]
+        raise PgError(f"cannot connect to {redacted(dsn)}: {_first_line(exc)}") from None
+    except psycopg.Error as exc:  # type: ignore[attr-defined]
+        raise PgError(f"cannot connect to {redacted(dsn)}: {_first_line(exc)}") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    """libpq's message without its "connection to server at ... failed:" preamble and hints."""
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    # "connection failed: connection to server at "127.0.0.1", port 1 failed: Connection refused"
+    first = lines[0].rsplit("failed: ", 1)[-1]
+    return first.replace("FATAL:  ", "").strip()
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
+def check_server(conn: psycopg.Connection, create_vector: bool) -> str:
+    """See :func:`_check_server`; a query the server refuses is a PgError too."""
+    import psycopg as pg
+
+    try:
+        return _check_server(conn, create_vector)
+    except pg.Error as exc:
+        raise PgError(f"cannot check the server's pgvector: {_first_line(exc)}") from None
+
+
+def _check_server(conn: psycopg.Connection, create_vector: bool) -> str:
+    """Refuse a server older than PostgreSQL 15 or one whose pgvector is missing or older than
+    0.8; with ``create_vector`` install the extension if it is available but not installed.
+    Returns the installed pgvector version."""
+    if conn.info.server_version < MIN_SERVER:
+        raise PgError(f"PostgreSQL {conn.info.server_version // 10000} is too old: memfs needs PostgreSQL 15 or later")
+    want = ".".join(map(str, MIN_VECTOR))
+    row = conn.execute("SELECT default_version, installed_version FROM pg_available_extensions "
+                       "WHERE name = 'vector'").fetchone()
+    if row is None:
+        raise PgError("the server has no pgvector (extension 'vector' is not available): install pgvector "
+                      f">= {want} on the server")
+    default, installed = row
+    if installed is None:
+        if _version_tuple(default) < MIN_VECTOR:
+            raise PgError(f"the server's pgvector is {default}, older than {want}: install pgvector >= {want}")
+        if not create_vector:
+            raise PgError("extension 'vector' is not installed in this database: run `memfs pg init` first")
+        try:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        except Exception as exc:
+            raise PgError(f"cannot create extension 'vector': {_first_line(exc)} (pgvector is not a trusted "
+                          "extension: a superuser runs CREATE EXTENSION vector in this database once)") from None
+        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+    if _version_tuple(installed) < MIN_VECTOR:
+        newer = "" if _version_tuple(default) < MIN_VECTOR else " (run ALTER EXTENSION vector UPDATE)"
+        raise PgError(f"pgvector {installed} is installed in this database, older than {want}: update it{newer}")
+    return str(installed)

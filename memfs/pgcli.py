@@ -1,0 +1,99 @@
+"""``memfs pg``: set up a PostgreSQL + pgvector database for memfs (preview) and hand out the
+login roles that isolate its tenants.  Registered on the main command by :mod:`memfs.cli`; the
+driver is imported only when one of these commands runs."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+
+import click
+
+DSN_HELP = "Admin DSN (a role that may create roles, e.g. the database owner with CREATEROLE); env MEMFS_PG_DSN."
+
+
+def _dsn(given: str | None) -> str:
+    dsn = given or os.environ.get("MEMFS_PG_DSN", "")
+    if not dsn:
+        raise click.UsageError("a DSN is needed: pass it (--dsn) or set MEMFS_PG_DSN")
+    return dsn
+
+
+def _workspace_id(value: str) -> uuid.UUID:
+    """--workspace: a workspace folder (its .memfs-id, made if missing) or a workspace id itself,
+    for an admin on a host without the files."""
+    from memfs.workspaceid import WorkspaceIdError, workspace_id
+
+    path = Path(value).expanduser()
+    if not path.is_dir():
+        try:
+            return uuid.UUID(value)
+        except ValueError:
+            raise click.ClickException(f"workspace {value} is neither a directory nor a workspace id") from None
+    try:
+        return workspace_id(path)
+    except WorkspaceIdError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def register(main: click.Group) -> None:
+    """Add the ``pg`` group to the main command."""
+
+    @main.group("pg")
+    def pg() -> None:
+        """PostgreSQL + pgvector for a fleet of agents (preview: the index itself still runs on SQLite)."""
+
+    @pg.command("init")
+    @click.argument("dsn", required=False)
+    def init(dsn: str | None) -> None:
+        """Create the memfs schema in the database DSN names, or upgrade it (idempotent)."""
+        from memfs.index.pg.connect import PgError
+        from memfs.index.pg.schema import init as init_schema
+
+        try:
+            before, after, vector = init_schema(_dsn(dsn))
+        except PgError as exc:
+            raise click.ClickException(str(exc)) from None
+        what = ("created" if before == 0 else "already current" if before == after
+                else f"upgraded from version {before}")
+        click.echo(f"memfs schema version {after}: {what} (pgvector {vector})")
+
+    @pg.command("grant")
+    @click.option("--workspace", "-w", "workspace", required=True, metavar="WS",
+                  help="The workspace folder (its id is kept in WS/.memfs-id, made if missing) or its id.")
+    @click.option("--agent", "-a", "agent", required=True, help="The agent whose login this is.")
+    @click.option("--dsn", default=None, help=DSN_HELP)
+    @click.option("--shared", is_flag=True, help="The agent's shared-mode role: it never sees private rows.")
+    @click.option("--reader", default=None, metavar="OTHER",
+                  help="Instead of a login: let agent OTHER read this agent's public memory.")
+    @click.option("--reader-workspace", default=None, metavar="WS2",
+                  help="With --reader: OTHER's workspace, when it is not WS.")
+    @click.option("--revoke", is_flag=True, help="With --reader: take that grant back.")
+    def grant(workspace: str, agent: str, dsn: str | None, shared: bool, reader: str | None,
+              reader_workspace: str | None, revoke: bool) -> None:
+        """Create or rotate the login role of one (workspace, agent): the last line printed is the
+        DSN its mounts and commands use.  With --reader, grant (or --revoke) reading instead."""
+        from memfs.index.pg.connect import PgError
+        from memfs.index.pg.roles import grant_login, grant_reader
+
+        if reader is None and (reader_workspace or revoke):
+            raise click.UsageError("--reader-workspace and --revoke go with --reader")
+        if reader is not None and shared:
+            raise click.UsageError("--shared makes a login; --reader grants reading: give one of them")
+        owner = _workspace_id(workspace)
+        try:
+            if reader is not None:
+                other = _workspace_id(reader_workspace) if reader_workspace else owner
+                tenant_id, roles = grant_reader(_dsn(dsn), owner, agent, other, reader, revoke)
+                verb = "may no longer read" if revoke else "may read"
+                click.echo(f"{reader} ({', '.join(roles)}) {verb} the public memory of {agent} (tenant {tenant_id})")
+                return
+            login = grant_login(_dsn(dsn), owner, agent, shared)
+        except PgError as exc:
+            raise click.ClickException(str(exc)) from None
+        what = "created" if login.created else "password rotated"
+        click.echo(f"tenant {login.tenant_id} (workspace {owner}, agent {agent}): role {login.role} {what}",
+                   err=True)
+        click.echo(login.dsn)

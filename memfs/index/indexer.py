@@ -208,7 +208,11 @@ class Indexer:
                 shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
                 log.warning("%s: line%s %s %s not valid JSON and %s not indexed", rel, "s" if len(bad) > 1 else "",
                             shown, "are" if len(bad) > 1 else "is", "are" if len(bad) > 1 else "is")
-            return chunking.chunk_messages(messages, limit, min(overlap, limit // 4))
+            # Read late (each chunk once, its messages pooled in it), overlapping chunks would read
+            # the carried messages again, and every chunk its chat's title: chunks of a chat do
+            # not overlap then (a message keeps its context: its title and its chunk).
+            carried = 0 if reading_mode(self.cfg, self.cfg.embedding.provider) == "late" else min(overlap, limit // 4)
+            return chunking.chunk_messages(messages, limit, carried)
         return chunking.chunk_markdown(text, size, overlap)
 
     def _link_refusal(self, rel: str, resolved: str) -> str:

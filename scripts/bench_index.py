@@ -3,7 +3,7 @@
 with --work, how much the embedding model reads and how fast the indexing pipeline embeds.
 
     python scripts/bench_index.py [--passages 3000] [--runs 10]
-    python scripts/bench_index.py --work [--runs 3] [--load 2] [--conv conv-26 ...]
+    python scripts/bench_index.py --work [--runs 3] [--load 2] [--conv conv-26 ...] [--reading late] [--ratio-only]
 
 --work, on the LoCoMo dev set's text (its Markdown daily logs and its sync JSONL copies, each
 conversation its own workspace):
@@ -139,8 +139,10 @@ def work(args: argparse.Namespace) -> int:
     from memfs.commands import INDEX_BATCH
     from memfs.index.embeddings import LocalProvider
 
-    extra = {"embedding.read_once": "true"} if args.read_once else {}
-    print(f"embedding.read_once = {bool(args.read_once)}")
+    reading = "once" if args.read_once else args.reading
+    extra = {"once": {"embedding.read_once": "true"}, "whole": {"embedding.late_chunking": "false"},
+             "late": {"embedding.late_chunking": "true"}, "default": {}}[reading]
+    print(f"reading: {reading} {extra or '(the defaults)'}")
     tmp = Path(tempfile.mkdtemp(prefix="memfs-work-"))
     runtime = tmp / "run"
     runtime.mkdir(mode=0o700)
@@ -173,6 +175,8 @@ def work(args: argparse.Namespace) -> int:
         total_i, total_r = sum(indexed.values()), sum(read.values())
         print(f"  {'both':<6} indexed {total_i:>8} read {total_r:>8} ratio {total_r / max(1, total_i):.3f}")
 
+        if args.ratio_only:
+            return 0
         windows = _windows(all_texts, counter.tokenizer, counter.max_pieces - 2)
         raw, background, bulk = [], [], []
         for run in range(args.runs):
@@ -234,6 +238,10 @@ def main() -> int:
     parser.add_argument("--conv", action="append", default=[], help="--work: only these conversations")
     parser.add_argument("--files", type=int, default=0, help="--work: only the first N files of each copy")
     parser.add_argument("--read-once", action="store_true", help="--work: with embedding.read_once on")
+    parser.add_argument("--reading", choices=("default", "whole", "late", "once"), default="default",
+                        help="--work: how the model reads chunks and units (whole: embedding.late_chunking = "
+                             "false; late: true; once: embedding.read_once = true, as --read-once)")
+    parser.add_argument("--ratio-only", action="store_true", help="--work: the work ratio only, no throughput")
     args = parser.parse_args()
     if args.work:
         args.runs = args.runs or 3

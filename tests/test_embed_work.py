@@ -1,6 +1,8 @@
 """The embedding model reads each text about once (real LoCoMo files, the real local model): word
-pieces read per word piece indexed at most 1.25 with embedding.read_once, and a chunk's vector made from
-its units'; by default each passage read whole."""
+pieces read per word piece indexed at most 1.25 by default (late chunking: a chunk read once, a
+unit's vector pooled over its span in it, recomputed here from the ONNX session's own output
+states), and with embedding.read_once (a chunk's vector made from its units'); with
+embedding.late_chunking off each passage is read whole."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from memfs.index import readings
 from memfs.index.embeddings import LocalProvider
 from memfs.index.embedwork import indexed_texts, pieces
 from memfs.index.units import plain
+from memfs.index.vectors import unpack_unit_vector
 from memfs.memory import Memory
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -27,12 +30,13 @@ def provider() -> LocalProvider:
 
 
 @pytest.fixture
-def counted(make_config, provider: LocalProvider) -> Iterator[Callable[[Path], Memory]]:
-    """Memory that embeds with ``provider``."""
+def counted(make_config, provider: LocalProvider) -> Iterator[Callable[..., Memory]]:
+    """Memory that embeds with ``provider`` (read_once on unless told otherwise)."""
     opened: list[Memory] = []
 
-    def build(workspace: Path) -> Memory:
-        opened.append(Memory(make_config(workspace, embedding__read_once="true"), provider=provider))
+    def build(workspace: Path, **settings: str) -> Memory:
+        opened.append(Memory(make_config(workspace, **(settings or {"embedding__read_once": "true"})),
+                             provider=provider))
         return opened[-1]
 
     yield build
@@ -40,22 +44,99 @@ def counted(make_config, provider: LocalProvider) -> Iterator[Callable[[Path], M
         memory.close()
 
 
-@pytest.mark.parametrize(("source", "rel"), [("locomo-2023-05-08.md", "memory/2023-05-08.md"),
-                                             ("locomo-2023-05-08.jsonl", "clawgpt-memory/2023-05-08.jsonl")])
-def test_the_model_reads_each_text_about_once(workspace: Path, counted, provider: LocalProvider,
-                                              source: str, rel: str) -> None:
+def _copy(workspace: Path, source: str, rel: str) -> Path:
     (workspace / "MEMORY.md").unlink()
     target = workspace / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(DATA / source, target)
-    memory = counted(workspace)
-    before = provider.pieces_read
-    memory.indexer.reconcile()
-    assert memory.embed_pending() > 0 and memory.pending == 0
-    read = provider.pieces_read - before
+    return target
+
+
+FILES = [("locomo-2023-05-08.md", "memory/2023-05-08.md"),
+         ("locomo-2023-05-08.jsonl", "clawgpt-memory/2023-05-08.jsonl")]
+
+
+@pytest.mark.parametrize(("source", "rel"), FILES)
+@pytest.mark.parametrize("settings", [{}, {"embedding__read_once": "true"}], ids=["default", "read_once"])
+def test_the_model_reads_each_text_about_once(workspace: Path, make_config, provider: LocalProvider,
+                                              source: str, rel: str, settings: dict[str, str]) -> None:
+    target = _copy(workspace, source, rel)
+    memory = Memory(make_config(workspace, **settings), provider=provider)
+    try:
+        before = provider.pieces_read
+        memory.indexer.reconcile()
+        assert memory.embed_pending() > 0 and memory.pending == 0
+        read = provider.pieces_read - before
+    finally:
+        memory.close()
     indexed = pieces(provider.tokenizer, indexed_texts(rel, target.read_text()))
     assert indexed > 400
     assert read / indexed <= MAX_RATIO, f"{rel}: {read} pieces read for {indexed} indexed ({read / indexed:.2f})"
+
+
+def _states(provider: LocalProvider, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """The model's output state of each word piece of ``text`` and its character offsets, from
+    the ONNX session itself: the text's pieces cut into equal windows of at most 254 pieces that
+    do not overlap, each read with [CLS] and [SEP]."""
+    encoding = provider.tokenizer.encode(text, add_special_tokens=False)
+    ids = encoding.ids
+    count = -(-len(ids) // 254)
+    states = []
+    for part in range(count):
+        window = [101, *ids[round(part * len(ids) / count) : round((part + 1) * len(ids) / count)], 102]
+        feeds = {"input_ids": np.array([window], dtype=np.int64),
+                 "attention_mask": np.ones((1, len(window)), dtype=np.int64)}
+        if "token_type_ids" in {i.name for i in provider.session.get_inputs()}:
+            feeds["token_type_ids"] = np.zeros((1, len(window)), dtype=np.int64)
+        states.append(provider.session.run(None, feeds)[0][0, 1:-1])
+    return np.concatenate(states), np.array(encoding.offsets)
+
+
+def _line_span(text: str, line: str, before: int | None = None) -> tuple[int, int]:
+    start = text.rfind(line, 0, before) if before is not None else text.find(line)
+    assert start >= 0 and (start == 0 or text[start - 1] == "\n"), line
+    return start, start + len(line)
+
+
+@pytest.mark.parametrize(("source", "rel"), FILES)
+def test_a_units_vector_is_pooled_over_its_span_in_its_chunk(workspace: Path, make_config, provider: LocalProvider,
+                                                             source: str, rel: str) -> None:
+    """By default a unit's vector is the mean of the model's output states over its lines (and its
+    chat title's or headings' line) in its chunk, read once; not the unit read on its own."""
+    _copy(workspace, source, rel)
+    memory = Memory(make_config(workspace), provider=provider)
+    try:
+        memory.index()
+        ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks WHERE path = ?", (rel,))]
+        chunks = memory.store.chunks_by_id(ids)
+        checked = titled = 0
+        for chunk_id, chunk in chunks.items():
+            text = plain(chunk.text)
+            states, offsets = _states(provider, text)
+            for unit in memory.store.units_of([chunk_id]):
+                if unit.reading and unit.reading != plain(unit.text):
+                    continue  # a key alone is read on its own
+                lines = plain(unit.text).split("\n")
+                spans = [_line_span(text, line) for line in lines]
+                if unit.context and not unit.reading:
+                    spans.insert(0, _line_span(text, plain(unit.context), before=spans[0][0]))
+                    titled += 1
+                inside = np.zeros(len(offsets), dtype=bool)
+                for start, end in spans:
+                    inside |= (offsets[:, 0] < end) & (offsets[:, 1] > start)
+                expected = states[inside].mean(axis=0)
+                expected /= np.linalg.norm(expected)
+                stored = unpack_unit_vector(unit.vector, provider.dims)
+                assert stored is not None
+                assert float(stored @ expected) / float(np.linalg.norm(stored)) > 0.999, unit.text
+                alone = provider.embed([unit.embedding_text])[0]
+                assert float(alone @ expected) < 0.99  # not what reading it on its own gives
+                checked += 1
+        assert checked > 10
+        if source.endswith(".jsonl"):
+            assert titled > 5  # messages pooled with their chat's title
+    finally:
+        memory.close()
 
 
 def test_a_chunk_vector_is_made_from_its_units(workspace: Path, counted, locomo_day,
@@ -76,16 +157,23 @@ def test_a_chunk_vector_is_made_from_its_units(workspace: Path, counted, locomo_
         assert float(provider.embed([chunk.text])[0] @ expected) < 0.99
 
 
-def test_by_default_each_passage_is_read_whole(workspace: Path, make_config, locomo_day,
-                                               provider: LocalProvider) -> None:
-    """embedding.read_once is off by default: a chunk's vector is the model's reading of it."""
-    locomo_day(workspace)
-    memory = Memory(make_config(workspace), provider=provider)
+@pytest.mark.parametrize(("settings", "windows"), [({"embedding__late_chunking": "false"}, "any"), ({}, "one")],
+                         ids=["late_chunking_off", "default"])
+def test_a_chunk_vector_is_its_whole_reading(workspace: Path, make_config, provider: LocalProvider,
+                                             settings: dict[str, str], windows: str) -> None:
+    """With late chunking off a chunk's vector is the model's reading of it, and so it is by
+    default for a chunk that fits one window of the model (a longer one is read in windows that
+    do not overlap)."""
+    _copy(workspace, *FILES[1])
+    memory = Memory(make_config(workspace, **settings), provider=provider)
     try:
         memory.index()
         chunks = memory.store.chunks_by_id([int(r[0]) for r in memory.store.conn.execute(
-            "SELECT id FROM chunks WHERE path = 'memory/2023-05-08.md'")])
+            "SELECT id FROM chunks WHERE path = ?", (FILES[1][1],))])
+        assert len(chunks) >= 2
         for chunk_id, chunk in chunks.items():
+            if windows == "one":
+                assert len(provider.tokenizer.encode(plain(chunk.text)).ids) <= 256
             whole = provider.embed([plain(chunk.text)])[0]
             assert memory.store.vector_similarity(whole, [chunk_id])[chunk_id] > 0.999
     finally:

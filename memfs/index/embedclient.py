@@ -215,6 +215,23 @@ class ServiceProvider:
             out[begin : begin + len(part)] = rows
         return out
 
+    def embed_spans(self, texts: list[str], spans: list[list[list[tuple[int, int]]]]) -> tuple[np.ndarray, np.ndarray]:
+        """Late chunking through the service (``LocalProvider.embed_spans``)."""
+        whole = np.zeros((len(texts), self.dims), dtype=np.float32)
+        pooled: list[np.ndarray] = []
+        for begin in range(0, len(texts), REQUEST_TEXTS):
+            part, sets = texts[begin : begin + REQUEST_TEXTS], spans[begin : begin + REQUEST_TEXTS]
+            wanted = len(part) + sum(len(s) for s in sets)
+            reply, data = self._ask({"v": 1, "op": "spans", "texts": part,
+                                     "spans": [[[list(r) for r in ranges] for ranges in s] for s in sets]})
+            rows = np.frombuffer(data, dtype="<f4").reshape(int(reply["rows"]), int(reply["dims"]))
+            if rows.shape != (wanted, self.dims):
+                raise EmbeddingError(f"the embedding service returned {rows.shape} for {len(part)} texts "
+                                     f"and {wanted - len(part)} spans")
+            whole[begin : begin + len(part)] = rows[: len(part)]
+            pooled.append(rows[len(part):])
+        return whole, (np.concatenate(pooled) if pooled else np.zeros((0, self.dims), dtype=np.float32))
+
     def close(self) -> None:
         with self._lock:
             for connection in self._free:

@@ -176,7 +176,8 @@ class LocalProvider:
         with self._lock:
             return self.session.run(None, feeds)[0]
 
-    def _run(self, windows: list[list[int]], urgent: bool = False) -> np.ndarray:
+    def _states(self, windows: list[list[int]], urgent: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """One run of the model: its output states (rows x longest window x dims) and the mask."""
         length = max(len(w) for w in windows)
         ids = np.zeros((len(windows), length), dtype=np.int64)
         mask = np.zeros((len(windows), length), dtype=np.int64)
@@ -189,7 +190,10 @@ class LocalProvider:
         feeds = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self.input_names:
             feeds["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session_run(feeds, urgent)
+        return self._session_run(feeds, urgent), mask
+
+    def _run(self, windows: list[list[int]], urgent: bool = False) -> np.ndarray:
+        hidden, mask = self._states(windows, urgent)
         weights = mask[..., None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         return _normalise(pooled)
@@ -213,6 +217,53 @@ class LocalProvider:
         np.add.at(out, owners, pooled)
         return _normalise(out)
 
+
+    def embed_spans(self, texts: list[str], spans: list[list[list[tuple[int, int]]]]) -> tuple[np.ndarray, np.ndarray]:
+        """Late chunking: each text read once, its vector and the vectors of spans of it.
+
+        ``spans[i]`` lists span sets of ``texts[i]``, each a list of (start, end) character
+        ranges.  Returns the texts' vectors (mean pooling over each window, [CLS] and [SEP]
+        included, the windows' vectors averaged: :meth:`embed`'s for a text of one window) and,
+        in order, one vector per span set: the mean of the output states of the word pieces that
+        overlap its ranges (a zero row when none does), so a passage's vector is read in its
+        chunk's context (a message with its chat's title) at no further cost.  A text longer than
+        a window is read in windows that do not overlap (each piece once), of equal length."""
+        if len(spans) != len(texts):
+            raise ValueError("one list of span sets per text")
+        body = self.max_pieces - 2
+        encodings = self.tokenizer.encode_batch(texts, add_special_tokens=False) if texts else []
+        owners: list[int] = []
+        windows: list[list[int]] = []
+        for index, encoding in enumerate(encodings):
+            ids = encoding.ids
+            count = max(1, -(-len(ids) // body))
+            bounds = [round(part * len(ids) / count) for part in range(count + 1)]
+            for begin, end in zip(bounds, bounds[1:]):
+                owners.append(index)
+                windows.append([self.cls_id, *ids[begin:end], self.sep_id])
+        states: list[np.ndarray] = [np.zeros((0, self.dims), dtype=np.float32)] * len(windows)
+        urgent = len(texts) <= URGENT_TEXTS
+        order = sorted(range(len(windows)), key=lambda i: len(windows[i]))
+        for chosen in _batches(order, [len(w) for w in windows], BATCH_PIECES):
+            hidden, _ = self._states([windows[i] for i in chosen], urgent)
+            for row, i in enumerate(chosen):
+                states[i] = np.asarray(hidden[row, : len(windows[i])], dtype=np.float32)
+        whole = np.zeros((len(texts), self.dims), dtype=np.float32)
+        pieces: list[list[np.ndarray]] = [[] for _ in texts]
+        for owner, window in zip(owners, states):
+            whole[owner] += _normalise(window.mean(axis=0, keepdims=True))[0]
+            pieces[owner].append(window[1:-1])  # the text's pieces, [CLS] and [SEP] left out
+        rows: list[np.ndarray] = []
+        for index, encoding in enumerate(encodings):
+            tokens = np.concatenate(pieces[index]) if pieces[index] else np.zeros((0, self.dims), np.float32)
+            offsets = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+            for ranges in spans[index]:
+                inside = np.zeros(len(offsets), dtype=bool)
+                for start, end in ranges:
+                    inside |= (offsets[:, 0] < end) & (offsets[:, 1] > start)
+                rows.append(tokens[inside].mean(axis=0) if inside.any() else np.zeros(self.dims, np.float32))
+        pooled = np.stack(rows).astype(np.float32) if rows else np.zeros((0, self.dims), dtype=np.float32)
+        return _normalise(whole), _normalise(pooled)
 
 def _batches(order: list[int], lengths: list[int], budget: int) -> list[list[int]]:
     """``order`` (windows sorted by length) cut into runs of the model that cost least in all:

@@ -9,9 +9,11 @@ the installation and the protocol; ``embed-<key>.lock`` (held for the service's 
 only one for its key, so two clients that start it at once start one.  It exits when no request
 came for ``embedding.service_idle_s``; the next request starts it again (:mod:`embedclient`).
 
-The wire: a request is one JSON line, ``{"v": 1, "op": "embed", "texts": [...]}`` or ``{"v": 1,
-"op": "hello"}``; a reply is one JSON line (``{"rows": n, "dims": d}``, ``{"model": ..., "dims":
-..., "pid": ...}`` or ``{"error": ...}``), an embedding's followed by n x d little-endian float32.
+The wire: a request is one JSON line, ``{"v": 1, "op": "embed", "texts": [...]}``, ``{"v": 1,
+"op": "spans", "texts": [...], "spans": [[[[start, end], ...], ...], ...]}`` (late chunking: the
+texts' vectors, then one per span set, see ``LocalProvider.embed_spans``) or ``{"v": 1, "op":
+"hello"}``; a reply is one JSON line (``{"rows": n, "dims": d}``, ``{"model": ..., "dims": ...,
+"pid": ...}`` or ``{"error": ...}``), an embedding's followed by n x d little-endian float32.
 
 Run as ``python -P -m memfs.index.embedservice --key KEY ...`` by the client; ``--detach`` forks
 so the client does not keep a child to reap.
@@ -32,7 +34,10 @@ import threading
 import time
 from pathlib import Path
 
+from memfs.lazy import lazy_module
 from memfs.unixsock import bind_private, check_peer, write_record
+
+np = lazy_module("numpy")
 
 log = logging.getLogger("memfs.embedservice")
 
@@ -173,13 +178,29 @@ class EmbeddingService:
         if request.get("op") == "hello":
             return {"model": self.provider.model, "dims": self.provider.dims, "pid": os.getpid()}, b""
         try:
-            rows = self.provider.embed(texts)
+            if request.get("op") == "spans":
+                spans = request.get("spans")
+                if not _span_lists(spans, len(texts)):
+                    return {"error": "malformed request"}, b""
+                whole, pooled = self.provider.embed_spans(texts, spans)
+                rows = np.concatenate([whole, pooled])
+            else:
+                rows = self.provider.embed(texts)
         except Exception as exc:  # noqa: BLE001 (the client gets the reason; the service goes on)
             log.warning("embedding %d texts failed: %s", len(texts), exc)
             return {"error": f"embedding failed: {exc}"}, b""
         self.embedded += len(texts)
         data = rows.astype("<f4", copy=False).tobytes()
         return {"rows": int(rows.shape[0]), "dims": int(rows.shape[1])}, data
+
+
+def _span_lists(spans: object, texts: int) -> bool:
+    """Whether ``spans`` is one list of span sets per text, each a list of [start, end] pairs."""
+    return (isinstance(spans, list) and len(spans) == texts
+            and all(isinstance(sets, list) and all(
+                isinstance(ranges, list) and all(
+                    isinstance(r, list) and len(r) == 2 and all(isinstance(x, int) for x in r) for r in ranges)
+                for ranges in sets) for sets in spans))
 
 
 class _Heartbeat:

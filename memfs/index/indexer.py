@@ -31,7 +31,7 @@ np = lazy_module("numpy")
 from memfs import longpath
 from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
-from memfs.index import chunking, readings
+from memfs.index import chunking, latechunks, readings
 from memfs.index.backlog import RateMeter
 from memfs.index.embeddings import INPUT_TOKENS, Provider
 from memfs.index.messages import parse_jsonl, session_header
@@ -84,10 +84,30 @@ def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object
         "chunk_tokens": cfg.chunking.tokens,
         "chunk_overlap": cfg.chunking.overlap,
         "chunker": CHUNKER_VERSION,
-        # Only when on, so turning it on (or off again) re-embeds, and indexes made before the
-        # setting existed keep their fingerprint.
-        **({"readings": "once"} if cfg.embedding.read_once else {}),
+        # Only when not "whole", so indexes read whole keep the fingerprint they had before the
+        # settings existed, and changing how passages are read re-embeds.
+        **({"readings": mode} if (mode := reading_mode(cfg, provider)) != "whole" else {}),
     }
+
+
+def reading_mode(cfg: Config, provider: str) -> str:
+    """How the model reads a chunk and its units: "once" (each text once, vectors of several
+    made as means: embedding.read_once), "late" (each chunk once, a unit's vector pooled over its
+    span: embedding.late_chunking, the local model only, which gives its output states), else
+    "whole" (each chunk and each unit read whole)."""
+    if cfg.embedding.read_once:
+        return "once"
+    if cfg.embedding.late_chunking and provider == "local":
+        return "late"
+    return "whole"
+
+
+def cache_model(cfg: Config, provider: str, model: str) -> str:
+    """The model name the embedding cache files vectors under: a vector made another way than by
+    reading its text whole is not a whole reading, so it is kept apart (turning a setting off
+    again must not find them)."""
+    mode = reading_mode(cfg, provider)
+    return model if mode == "whole" else f"{model}+{mode}"
 
 
 class Indexer:
@@ -188,7 +208,11 @@ class Indexer:
                 shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
                 log.warning("%s: line%s %s %s not valid JSON and %s not indexed", rel, "s" if len(bad) > 1 else "",
                             shown, "are" if len(bad) > 1 else "is", "are" if len(bad) > 1 else "is")
-            return chunking.chunk_messages(messages, limit, min(overlap, limit // 4))
+            # Read late (each chunk once, its messages pooled in it), overlapping chunks would read
+            # the carried messages again, and every chunk its chat's title: chunks of a chat do
+            # not overlap then (a message keeps its context: its title and its chunk).
+            carried = 0 if reading_mode(self.cfg, self.cfg.embedding.provider) == "late" else min(overlap, limit // 4)
+            return chunking.chunk_messages(messages, limit, carried)
         return chunking.chunk_markdown(text, size, overlap)
 
     def _link_refusal(self, rel: str, resolved: str) -> str:
@@ -241,6 +265,7 @@ class Indexer:
         unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
         cached = {}
         name, model, _ = self.identity_source()
+        model = cache_model(self.cfg, name, model)
         if name != "none":
             wanted = hashes + [h for per_chunk in unit_hashes for h in per_chunk]
             cached = self.store.cached_vectors(name, model, wanted)
@@ -350,10 +375,14 @@ class Indexer:
         the model for the readings not in the cache; how many got one."""
         assert self.provider is not None
         name, model, _ = self.identity_source()
+        model = cache_model(self.cfg, name, model)
         wanted = [u for u in units if u.vector is None]
         of_chunk: dict[int, list[StoredUnit]] = {}
         for unit in units:
             of_chunk.setdefault(unit.chunk_id, []).append(unit)
+        spans_of = getattr(self.provider, "embed_spans", None)
+        if reading_mode(self.cfg, name) == "late" and spans_of is not None:
+            return self._embed_late(name, model, chunks, wanted, of_chunk, spans_of)
         if self.cfg.embedding.read_once:
             parts = {u.id: readings.unit_readings(u) for u in wanted}
             chunk_parts = {c.id: readings.chunk_readings(of_chunk.get(c.id, [])) or [plain(c.text)] for c in chunks}
@@ -373,6 +402,46 @@ class Indexer:
                                   [(c, v) for c, v in chunk_items if v is not None],
                                   [(u, v) for u, v in unit_items if v is not None])
         return len(chunk_items) + len(unit_items)
+
+    def _embed_late(self, name: str, model: str, chunks: list[StoredChunk], wanted: list[StoredUnit],
+                    of_chunk: dict[int, list[StoredUnit]], spans_of: Callable[..., Any]) -> int:
+        """Late chunking (:mod:`memfs.index.latechunks`): each chunk read once, its vector the
+        whole reading, its units' vectors pooled over their spans in it; a unit without a span
+        (a key alone, a unit whose chunk has a vector already) read on its own, from the cache if
+        it is there."""
+        texts = [plain(c.text) for c in chunks]
+        spans: list[list[list[tuple[int, int]]]] = []
+        owner: dict[int, tuple[int, int]] = {}  # unit id -> (text, span set)
+        ids = {u.id for u in wanted}
+        for index, chunk in enumerate(chunks):
+            sets: list[list[tuple[int, int]]] = []
+            for unit_id, span in latechunks.unit_spans(texts[index], of_chunk.get(chunk.id, [])).items():
+                if span is not None and unit_id in ids:
+                    owner[unit_id] = (index, len(sets))
+                    sets.append(span)
+            spans.append(sets)
+        alone = [u for u in wanted if u.id not in owner]
+        cached = self.store.cached_vectors(name, model, [u.hash for u in alone])
+        solo = list(dict.fromkeys(u.embedding_text for u in alone if u.hash not in cached))
+        whole, pooled = spans_of(texts + solo, spans + [[] for _ in solo])
+        first = [0]
+        for sets in spans:
+            first.append(first[-1] + len(sets))
+        read = dict(zip(solo, whole[len(texts):]))
+        units: list[tuple[StoredUnit, np.ndarray]] = []
+        for unit in wanted:
+            if unit.id in owner:
+                index, number = owner[unit.id]
+                vector = pooled[first[index] + number]
+                if not vector.any():  # no word piece in its span: read on its own next time
+                    continue
+            elif unit.hash in cached:
+                vector = np.frombuffer(cached[unit.hash], dtype=np.float32)
+            else:
+                vector = read[unit.embedding_text]
+            units.append((unit, vector))
+        self.store.store_embedded(name, model, (), list(zip(chunks, whole[: len(texts)])), units)
+        return len(chunks) + len(units)
 
     def _tiers(self) -> tuple[dict[str, Any], ...]:
         """The embedding queue's parts, first to last (see Store.pending_chunks)."""

@@ -139,10 +139,22 @@ class EmbeddingConfig(_Section):
     # .800 there (daily logs hold, within .006).  Off until the scoring is fitted to such vectors.
     read_once: bool = False
     # local: read each chunk once and make each unit's vector from the model's output states over
-    # its span in the chunk, its heading or chat title included (memfs.index.latechunks): 1.2
-    # word pieces read per piece indexed instead of 3.3.  Off: each chunk and each unit read whole.
-    # read_once, when on, comes first; the openai provider (no output states) reads whole.
-    late_chunking: bool = True
+    # its span in the chunk, its heading or chat title included (memfs.index.latechunks): ~1.1
+    # word pieces read per piece indexed instead of 3.3.  "chats" (default) does it for JSONL
+    # (sync chats, session transcripts), where a message's vector gains its title and the turns
+    # around it (dev set: sync R@6 .834 -> .838, MRR .671 -> .686); Markdown is read whole, since
+    # pooled over a list of unrelated facts (MEMORY.md) a fact's own meaning drowns in its
+    # neighbours' and snippets grow over them.  "all" does both, "off" neither (true/false are
+    # taken as all/off).  read_once, when on, comes first; the openai provider (no output states)
+    # reads whole.
+    late_chunking: Literal["chats", "all", "off"] = "chats"
+
+    @field_validator("late_chunking", mode="before")
+    @classmethod
+    def _late_as_word(cls, value: object) -> object:
+        if isinstance(value, bool) or str(value).lower() in ("true", "false"):
+            return "all" if str(value).lower() == "true" else "off"
+        return value
 
     def texts_per_call(self, default: int) -> int:
         """Texts worth handing the provider in one call: a server is kept busy only by

@@ -140,8 +140,8 @@ def work(args: argparse.Namespace) -> int:
     from memfs.index.embeddings import LocalProvider
 
     reading = "once" if args.read_once else args.reading
-    extra = {"once": {"embedding.read_once": "true"}, "whole": {"embedding.late_chunking": "false"},
-             "late": {"embedding.late_chunking": "true"}, "default": {}}[reading]
+    extra = {"once": {"embedding.read_once": "true"}, "whole": {"embedding.late_chunking": "off"},
+             "late": {"embedding.late_chunking": "all"}, "default": {}}[reading]
     print(f"reading: {reading} {extra or '(the defaults)'}")
     tmp = Path(tempfile.mkdtemp(prefix="memfs-work-"))
     runtime = tmp / "run"

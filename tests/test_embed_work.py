@@ -1,8 +1,9 @@
 """The embedding model reads each text about once (real LoCoMo files, the real local model): word
-pieces read per word piece indexed at most 1.25 by default (late chunking: a chunk read once, a
-unit's vector pooled over its span in it, recomputed here from the ONNX session's own output
-states), and with embedding.read_once (a chunk's vector made from its units'); with
-embedding.late_chunking off each passage is read whole."""
+pieces read per word piece indexed at most 1.25 with late chunking (a chunk read once, a unit's
+vector pooled over its span in it, recomputed here from the ONNX session's own output states),
+which is the default for JSONL chats and `embedding.late_chunking = "all"` for Markdown too, and
+with embedding.read_once (a chunk's vector made from its units'); Markdown by default, and
+everything with embedding.late_chunking off, is read whole."""
 
 from __future__ import annotations
 
@@ -56,8 +57,12 @@ FILES = [("locomo-2023-05-08.md", "memory/2023-05-08.md"),
          ("locomo-2023-05-08.jsonl", "clawgpt-memory/2023-05-08.jsonl")]
 
 
-@pytest.mark.parametrize(("source", "rel"), FILES)
-@pytest.mark.parametrize("settings", [{}, {"embedding__read_once": "true"}], ids=["default", "read_once"])
+READ_ONCE_WAYS = [({"embedding__late_chunking": "all"}, *FILES[0]), ({}, *FILES[1]),
+                  ({"embedding__read_once": "true"}, *FILES[0]), ({"embedding__read_once": "true"}, *FILES[1])]
+
+
+@pytest.mark.parametrize(("settings", "source", "rel"), READ_ONCE_WAYS,
+                         ids=["md_late_all", "jsonl_default", "md_read_once", "jsonl_read_once"])
 def test_the_model_reads_each_text_about_once(workspace: Path, make_config, provider: LocalProvider,
                                               source: str, rel: str, settings: dict[str, str]) -> None:
     target = _copy(workspace, source, rel)
@@ -98,13 +103,15 @@ def _line_span(text: str, line: str, before: int | None = None) -> tuple[int, in
     return start, start + len(line)
 
 
-@pytest.mark.parametrize(("source", "rel"), FILES)
+@pytest.mark.parametrize(("settings", "source", "rel"), [({"embedding__late_chunking": "all"}, *FILES[0]),
+                                                         ({}, *FILES[1])], ids=["md_late_all", "jsonl_default"])
 def test_a_units_vector_is_pooled_over_its_span_in_its_chunk(workspace: Path, make_config, provider: LocalProvider,
-                                                             source: str, rel: str) -> None:
-    """By default a unit's vector is the mean of the model's output states over its lines (and its
-    chat title's or headings' line) in its chunk, read once; not the unit read on its own."""
+                                                             settings: dict[str, str], source: str, rel: str) -> None:
+    """Read late (a chat's messages by default), a unit's vector is the mean of the model's output
+    states over its lines (and its chat title's or headings' line) in its chunk, read once; not
+    the unit read on its own."""
     _copy(workspace, source, rel)
-    memory = Memory(make_config(workspace), provider=provider)
+    memory = Memory(make_config(workspace, **settings), provider=provider)
     try:
         memory.index()
         ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks WHERE path = ?", (rel,))]
@@ -176,5 +183,24 @@ def test_a_chunk_vector_is_its_whole_reading(workspace: Path, make_config, provi
                 assert len(provider.tokenizer.encode(plain(chunk.text)).ids) <= 256
             whole = provider.embed([plain(chunk.text)])[0]
             assert memory.store.vector_similarity(whole, [chunk_id])[chunk_id] > 0.999
+    finally:
+        memory.close()
+
+
+def test_markdown_is_read_whole_by_default(workspace: Path, make_config, provider: LocalProvider) -> None:
+    """A daily log's (or MEMORY.md's) unit is read on its own by default: pooled over a list of
+    unrelated facts, a fact's vector would take its neighbours' meaning."""
+    _copy(workspace, *FILES[0])
+    memory = Memory(make_config(workspace), provider=provider)
+    try:
+        memory.index()
+        ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks WHERE path = ?", (FILES[0][1],))]
+        units = memory.store.units_of(ids)
+        assert len(units) > 10
+        for unit in units:
+            stored = unpack_unit_vector(unit.vector, provider.dims)
+            assert stored is not None
+            alone = provider.embed([unit.embedding_text])[0]
+            assert float(stored @ alone) / float(np.linalg.norm(stored)) > 0.995, unit.text
     finally:
         memory.close()

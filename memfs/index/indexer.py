@@ -97,9 +97,14 @@ def reading_mode(cfg: Config, provider: str) -> str:
     "whole" (each chunk and each unit read whole)."""
     if cfg.embedding.read_once:
         return "once"
-    if cfg.embedding.late_chunking and provider == "local":
-        return "late"
+    if cfg.embedding.late_chunking != "off" and provider == "local":
+        return "late" if cfg.embedding.late_chunking == "all" else "late-chats"
     return "whole"
+
+
+def reads_late(mode: str, jsonl: bool) -> bool:
+    """Whether a chunk (JSONL or Markdown) is read late in this reading mode."""
+    return mode == "late" or (mode == "late-chats" and jsonl)
 
 
 def cache_model(cfg: Config, provider: str, model: str) -> str:
@@ -211,7 +216,8 @@ class Indexer:
             # Read late (each chunk once, its messages pooled in it), overlapping chunks would read
             # the carried messages again, and every chunk its chat's title: chunks of a chat do
             # not overlap then (a message keeps its context: its title and its chunk).
-            carried = 0 if reading_mode(self.cfg, self.cfg.embedding.provider) == "late" else min(overlap, limit // 4)
+            late = reads_late(reading_mode(self.cfg, self.cfg.embedding.provider), jsonl=True)
+            carried = 0 if late else min(overlap, limit // 4)
             return chunking.chunk_messages(messages, limit, carried)
         return chunking.chunk_markdown(text, size, overlap)
 
@@ -381,8 +387,15 @@ class Indexer:
         for unit in units:
             of_chunk.setdefault(unit.chunk_id, []).append(unit)
         spans_of = getattr(self.provider, "embed_spans", None)
-        if reading_mode(self.cfg, name) == "late" and spans_of is not None:
-            return self._embed_late(name, model, chunks, wanted, of_chunk, spans_of)
+        mode = reading_mode(self.cfg, name)
+        done = 0
+        if spans_of is not None and (late := [c for c in chunks if reads_late(mode, c.jsonl)]):
+            ids = {c.id for c in late}
+            done = self._embed_late(name, model, late, [u for u in wanted if u.chunk_id in ids], of_chunk, spans_of)
+            chunks = [c for c in chunks if c.id not in ids]
+            wanted = [u for u in wanted if u.chunk_id not in ids]
+            if not chunks and not wanted:
+                return done
         if self.cfg.embedding.read_once:
             parts = {u.id: readings.unit_readings(u) for u in wanted}
             chunk_parts = {c.id: readings.chunk_readings(of_chunk.get(c.id, [])) or [plain(c.text)] for c in chunks}
@@ -401,7 +414,7 @@ class Indexer:
         self.store.store_embedded(name, model, [(hashes[t], vectors[t]) for t in fresh],
                                   [(c, v) for c, v in chunk_items if v is not None],
                                   [(u, v) for u, v in unit_items if v is not None])
-        return len(chunk_items) + len(unit_items)
+        return done + len(chunk_items) + len(unit_items)
 
     def _embed_late(self, name: str, model: str, chunks: list[StoredChunk], wanted: list[StoredUnit],
                     of_chunk: dict[int, list[StoredUnit]], spans_of: Callable[..., Any]) -> int:

@@ -481,7 +481,7 @@ class Store:
     # an index, so taking the next batch costs the same behind 200 passages or 200,000.
 
     def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredChunk]:
-        columns = "id, path, start_line, end_line, hash, text"
+        columns = "id, path, start_line, end_line, hash, text, jsonl"  # jsonl: how it is read (reads_late)
         if paths:
             marks = ",".join("?" * len(paths))
             sql = (f"SELECT {columns} FROM chunks INDEXED BY chunks_path WHERE embedded = 0 AND path IN ({marks}) "
@@ -496,7 +496,7 @@ class Store:
             args = (limit,)
         with self.lock:
             rows = self.conn.execute(sql, args).fetchall()
-        return [StoredChunk(*r) for r in rows]
+        return [StoredChunk(*r[:6], bool(r[6])) for r in rows]
 
     def any_private(self, chunk_ids: Sequence[int]) -> bool:
         """Whether any of these chunks is private."""

@@ -9,6 +9,7 @@ Nothing here knows about FUSE or click.
 from __future__ import annotations
 
 
+import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
@@ -645,10 +646,11 @@ class Memory:
         # A big batch (a year imported at once) lands in hundreds of small day files: each gets
         # its keyword rows now and its exact chunks from the completion worker.
         big = defer and len(data) >= threshold(self.cfg.index.defer_mb)
-        for rel in result.files:
-            outcome = self._index_changed(rel, 0 if big else None)
-            if outcome.provisional:
-                result.provisional.append(rel)
+        with self.store.batch() if big else contextlib.nullcontext():
+            for rel in result.files:
+                outcome = self._index_changed(rel, 0 if big else None)
+                if outcome.provisional:
+                    result.provisional.append(rel)
         return result
 
     def append(self, text: str, section: str | None = None, mode: str | None = None,

@@ -166,6 +166,7 @@ class Store:
         self.conn = _connect(path)
         self._has_vectors = False
         self._writes = 0  # bumped by every transaction of this connection
+        self._depth = 0  # transactions open on this connection (a batch holds one)
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._frequencies: tuple[object, dict[str, int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
@@ -198,13 +199,26 @@ class Store:
         become a writer once the other one wrote (SQLITE_BUSY_SNAPSHOT, no waiting); this one
         waits for the lock (the busy timeout) instead."""
         with self.lock:
+            if self._depth:  # inside a batch (see batch()): part of its transaction
+                yield self.conn
+                return
             self.conn.execute("BEGIN IMMEDIATE")
+            self._depth += 1
             try:
                 yield self.conn
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth -= 1
             self.conn.execute("COMMIT")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Many changes as one transaction: a sync batch's hundreds of day files are one commit
+        (one flush of the keyword index's segments, not one each, which cost more than the rows)."""
+        with self._writing():
+            yield
 
     def _schema_ready(self) -> bool:
         """Whether every table is there already (read without a write lock, so opening an index

@@ -646,7 +646,9 @@ class Memory:
         # A big batch (a year imported at once) lands in hundreds of small day files: each gets
         # its keyword rows now and its exact chunks from the completion worker.
         big = defer and len(data) >= threshold(self.cfg.index.defer_mb)
-        with self.store.batch() if big else contextlib.nullcontext():
+        # The day files' locks first, then the store's (see PathLocks).
+        with self._indexing.held(*result.files) if big else contextlib.nullcontext(), \
+                self.store.batch() if big else contextlib.nullcontext():
             for rel in result.files:
                 outcome = self._index_changed(rel, 0 if big else None)
                 if outcome.provisional:

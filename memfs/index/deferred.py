@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 
 MB = 1 << 20
 
@@ -37,15 +37,21 @@ def threshold(defer_mb: float) -> int:
 
 
 class PathLocks:
-    """One lock per indexed path, made when first needed."""
+    """One lock per indexed path, made when first needed.  A path's lock is always taken before
+    the store's (indexing takes the store's inside): one thread holding the store's while it
+    waits for a path's would deadlock with another indexing that path."""
 
     def __init__(self) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, threading.Lock] = {}
+        self._locks: dict[str, threading.RLock] = {}
 
     @contextmanager
-    def held(self, rel: str) -> Iterator[None]:
+    def held(self, *paths: str) -> Iterator[None]:
+        """The locks of ``paths``, taken in one order (their sorted order), so two threads that
+        each take several never wait for each other."""
         with self._guard:
-            lock = self._locks.setdefault(rel, threading.Lock())
-        with lock:
+            locks = [self._locks.setdefault(rel, threading.RLock()) for rel in sorted(set(paths))]
+        with ExitStack() as stack:
+            for lock in locks:
+                stack.enter_context(lock)
             yield

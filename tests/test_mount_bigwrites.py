@@ -228,3 +228,34 @@ def test_a_big_private_file_stays_private_before_and_after_its_exact_chunks(
     private_only()
     assert wait_until(lambda: not provisional(m), timeout=600, step=0.5)
     private_only()
+
+
+def test_a_big_sync_batch_is_searchable_when_close_returns_and_chunked_exactly_after(
+        workspace: Path, mount_factory, make_memory, tmp_path: Path) -> None:
+    # The watcher stays on: it re-reads day files the batch writes, and must not deadlock with it.
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    data = bigwrites.sync_lines(3 << 20, tag="batch")
+    last = json.loads(data.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    data += json.dumps({**last, "id": "batch-last", "content": "The Quillwort bloomed."}).encode() + b"\n"
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    (m.mnt / "clawgpt-memory" / "2023-05-08.jsonl").write_bytes(data)
+    days = sorted(p.relative_to(m.workspace).as_posix() for p in (m.workspace / "clawgpt-memory").glob("*.jsonl"))
+    assert len(days) > 10
+    owed = provisional(m)
+    assert owed and set(owed) <= set(days)
+    hits = m.search_json("Quillwort")["results"]
+    assert hits and hits[0]["path"] in days
+    assert wait_until(lambda: not provisional(m), timeout=600, step=0.5)
+    memory = m.memory(**{"embedding.provider": "none"})
+    try:
+        after = {rel: indexed(memory, rel) for rel in days}
+    finally:
+        memory.close()
+    other = tmp_path / "one-step"
+    init_workspace(other)
+    (other / "clawgpt-memory").mkdir(exist_ok=True)
+    for rel in days:
+        (other / rel).write_bytes((m.workspace / rel).read_bytes())
+    reference = make_memory(other, embedding__provider="none")
+    reference.reconcile()
+    assert after == {rel: indexed(reference, rel) for rel in days}

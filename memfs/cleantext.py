@@ -48,8 +48,29 @@ def _clean_line(line: str) -> str:
     return text
 
 
+# Every byte but the C0 controls (tab and newline aside) and DEL: deleting these from a file's
+# bytes leaves its control bytes, in C, at memory speed.
+_NOT_CONTROL = bytes(b for b in range(256) if not (b < 9 or 10 < b < 32 or b == 127))
+_C1_UTF8 = re.compile(rb"\xc2[\x80-\x9f]")
+
+
+def _clean_already(data: bytes) -> str | None:
+    """The text of bytes that are valid UTF-8 without a control character, carriage return or
+    U+FFFD (almost every file), found without a regular expression over all of it (0.7 s for 30
+    MB); None for the rest."""
+    if data.translate(None, _NOT_CONTROL) or b"\xef\xbf\xbd" in data or (b"\xc2" in data and _C1_UTF8.search(data)):
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 def clean_text(data: bytes) -> tuple[str, int]:
     """(text, how many bytes were not kept as text) from bytes that may not all be text."""
+    text = _clean_already(data)
+    if text is not None:
+        return (text[1:] if text.startswith("\ufeff") else text), 0
     text = data.decode("utf-8", errors="replace")
     endings = text.count("\r\n")
     if endings:

@@ -166,6 +166,10 @@ class EmbeddingConfig(_Section):
 class IndexConfig(_Section):
     extra_paths: StrList  # glob patterns relative to the workspace
     max_file_mb: float = Field(64.0, gt=0, le=100_000)  # a 30 MB daily log imported whole is indexed
+    # A write through the mount of at least this much new text (one file, or one sync batch) is
+    # keyword-indexed before close() returns and chunked exactly after (see memfs.index.deferred);
+    # below it everything happens before close() returns.
+    defer_mb: float = Field(1.0, ge=0, le=100_000)
 
     split_lists = field_validator("extra_paths", mode="before")(_split_list)
 

@@ -9,6 +9,7 @@ Nothing here knows about FUSE or click.
 from __future__ import annotations
 
 
+import contextlib
 import dataclasses
 import datetime as dt
 import fcntl
@@ -36,6 +37,7 @@ from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa
 from memfs.history.store import FAILURES as HISTORY_FAILURES
 from memfs.history.store import Forgotten, HistoryError, Version  # noqa: F401
 from memfs.index.backlog import Backlog
+from memfs.index.deferred import PathLocks, threshold
 from memfs.index.backlog import read as read_backlog
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.messages import as_text as messages_as_text
@@ -142,6 +144,7 @@ class Memory:
         self._query_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-query")
         self._history: History | None = None
         self._history_lock = threading.Lock()
+        self._indexing = PathLocks()  # a close() and the completion worker never index one file at once
         self.sync_validated = 0  # sync messages validated by this process (the mount shows it)
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
@@ -351,18 +354,33 @@ class Memory:
         if self.history is not None:
             self.history.before_change(rel)
 
-    def file_changed(self, rel: str, who: Provenance = BESIDE, appended_from: int | None = None) -> Outcome:
+    def file_changed(self, rel: str, who: Provenance = BESIDE, appended_from: int | None = None,
+                     defer: bool = False) -> Outcome:
         """A file was written (closed, fsynced, renamed into place, changed beside the mount) by
         ``who``: its new content is kept as a version, then indexed.  ``appended_from``: nothing
-        before this offset was written since its last version (see History.changed)."""
+        before this offset was written since its last version (see History.changed).  ``defer``:
+        a big write gets its keyword rows only (Outcome.provisional; :meth:`complete` does the
+        rest, see :mod:`memfs.index.deferred`)."""
         self._after_change(lambda history: history.changed(rel, who, appended_from), rel)
-        return self._index_changed(rel)
+        return self._index_changed(rel, threshold(self.cfg.index.defer_mb) if defer else None)
 
-    def _index_changed(self, rel: str) -> Outcome:
-        outcome = self.indexer.index_file(rel)
+    def _index_changed(self, rel: str, defer_over: int | None = None) -> Outcome:
+        with self._indexing.held(rel):
+            outcome = self.indexer.index_file(rel, defer_over=defer_over)
         if outcome.action == "skipped" and outcome.reason:
             log.warning("not indexed: %s: %s", outcome.path, outcome.reason)  # printable, whatever the name
         return outcome
+
+    def complete(self, rel: str) -> Outcome | None:
+        """The exact chunks of a file indexed provisionally (None if it is not any more)."""
+        if self._stopping.is_set():
+            return None  # the next start's reconcile does it
+        with self._indexing.held(rel):
+            return self.indexer.complete(rel)
+
+    def provisional_paths(self) -> list[str]:
+        """Files whose exact chunks are still owed (see :mod:`memfs.index.deferred`)."""
+        return self.store.provisional_paths()
 
     def file_removed(self, rel: str) -> bool:
         return self.indexer.remove(rel)
@@ -595,7 +613,8 @@ class Memory:
         return sync_protocol.is_envelope_start(data)
 
     def ingest_sync(self, data: bytes, source: str = "stdin", mode: str | None = None,
-                    who: Provenance = BESIDE, parsed: ParsedSync | None = None) -> IngestResult:
+                    who: Provenance = BESIDE, parsed: ParsedSync | None = None,
+                    defer: bool = False) -> IngestResult:
         """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
         already stored anywhere (a shared mode: in the day files it may see), append the rest to
         their date files, index those files.  Invalid input stores nothing, is kept under
@@ -624,8 +643,16 @@ class Memory:
                         self._after_change(lambda h, rel=rel: h.changed(rel, who, result.grew_from.get(rel)), rel)
             except HISTORY_FAILURES as exc:
                 log.error("history: no versions of the day files were kept (%s); the messages are stored", exc)
-        for rel in result.files:
-            self._index_changed(rel)
+        # A big batch (a year imported at once) lands in hundreds of small day files: each gets
+        # its keyword rows now and its exact chunks from the completion worker.
+        big = defer and len(data) >= threshold(self.cfg.index.defer_mb)
+        # The day files' locks first, then the store's (see PathLocks).
+        with self._indexing.held(*result.files) if big else contextlib.nullcontext(), \
+                self.store.batch() if big else contextlib.nullcontext():
+            for rel in result.files:
+                outcome = self._index_changed(rel, 0 if big else None)
+                if outcome.provisional:
+                    result.provisional.append(rel)
         return result
 
     def append(self, text: str, section: str | None = None, mode: str | None = None,
@@ -703,6 +730,9 @@ class Memory:
             "indexed": self.store.get_meta("reconciled_at") is not None,
             **counts,
             **self._progress(counts),
+            # Big writes keyword-indexed whose exact chunks are still being made (memfs.index.deferred).
+            "provisional": [p for p in self.store.provisional_paths(include_private=not privacy.shared)
+                            if not privacy.hides(p)],
             "provider": self.cfg.embedding.provider,
             "model": recorded.get("model", ""),
             "dims": recorded.get("dims", 0),

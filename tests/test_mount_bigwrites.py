@@ -3,13 +3,19 @@ bytes cost (the daemon reads no more than that of the file), and the version kep
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from mounts import memfs_cli, wait_until
+
+from memfs.memory import Memory
+from memfs.workspace import init_workspace
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import bigwrites  # noqa: E402
@@ -100,13 +106,45 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-# Issue #20 asks for 10 MB/s; not reached yet (chunking, the FTS5 and unit rows and their commit
-# cost some 16 CPU seconds for 30 MB of transcript), so the rate is measured by
-# scripts/bench_write.py, not asserted here: this test holds what is true now, searchable at close().
+# Issue #20 asks for 10 MB/s: measured by scripts/bench_write.py, not asserted here (the machine
+# is shared).  These tests hold the shape that makes it possible (memfs.index.deferred): keyword
+# rows before close() returns, the exact chunks after, the same as indexing in one step makes.
 
 
-def test_a_30_mb_transcript_is_keyword_searchable_when_close_returns(workspace: Path, mount_factory,
-                                                                      tmp_path: Path) -> None:
+def indexed(memory: Memory, rel: str) -> list[tuple]:
+    """A file's chunks with their units, as the index holds them (ids left out)."""
+    conn = memory.store.conn
+    rows = conn.execute("SELECT id, start_line, end_line, hash, text, embedded, private, jsonl, first_day, last_day, "
+                        "chat_id, chat_title FROM chunks WHERE path = ? ORDER BY start_line, id", (rel,)).fetchall()
+    out = []
+    for chunk_id, *chunk in rows:
+        units = conn.execute("SELECT start_line, end_line, hash, text, context, reading FROM units WHERE chunk_id = ? "
+                             "ORDER BY start_line, id", (chunk_id,)).fetchall()
+        out.append((*chunk, tuple(units)))
+    return out
+
+
+def in_one_step(tmp_path: Path, make_memory, rel: str, data: bytes) -> list[tuple]:
+    """What indexing ``data`` as ``rel`` in one step (no mount, nothing deferred) stores."""
+    other = tmp_path / "one-step"
+    init_workspace(other)
+    (other / rel).parent.mkdir(parents=True, exist_ok=True)
+    (other / rel).write_bytes(data)
+    memory = make_memory(other, embedding__provider="none")
+    memory.reconcile()
+    return indexed(memory, rel)
+
+
+def provisional(m) -> list[str]:
+    memory = m.memory(**{"embedding.provider": "none"})
+    try:
+        return memory.provisional_paths()
+    finally:
+        memory.close()
+
+
+def test_a_30_mb_transcript_is_searchable_when_close_returns_and_chunked_exactly_after(
+        workspace: Path, mount_factory, make_memory, tmp_path: Path) -> None:
     m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
     data = bigwrites.transcript(30 << 20)
     data += b'{"type":"message","id":"last","message":{"role":"user","content":"The Xylophonist closed it."}}\n'
@@ -119,7 +157,105 @@ def test_a_30_mb_transcript_is_keyword_searchable_when_close_returns(workspace: 
     subprocess.run(["cp", str(source), str(m.mnt / "sessions" / "import.jsonl")], check=True)
     wall = time.perf_counter() - started
     cpu = cpu_seconds(m.pid) - cpu
-    hits = m.search_json("Xylophonist")["results"]  # another process, right after close() returned
+    # Right after close() returned, the exact chunks are still owed, and another process finds
+    # the last line by its word, cited by its own line number.
+    assert provisional(m) == ["sessions/import.jsonl"]
+    hits = m.search_json("Xylophonist")["results"]
     assert hits and hits[0]["path"] == "sessions/import.jsonl"
-    assert hits[0]["start_line"] == data.count(b"\n")
+    last = data.count(b"\n")
+    assert hits[0]["start_line"] <= last == hits[0]["end_line"]
+    assert "Xylophonist" in hits[0]["snippet"]
+    cited = (m.mnt / "search" / "Xylophonist.md").read_text()
+    assert f"sessions/import.jsonl#L{hits[0]['start_line']}-L{last}" in cited
     print(f"30 MB transcript: {wall:.1f} s wall ({len(data) / 1e6 / wall:.2f} MB/s), {cpu:.1f} s CPU")
+    assert wait_until(lambda: not provisional(m), timeout=600, step=0.5)
+    memory = m.memory(**{"embedding.provider": "none"})
+    try:
+        after = indexed(memory, "sessions/import.jsonl")
+    finally:
+        memory.close()
+    assert after == in_one_step(tmp_path, make_memory, "sessions/import.jsonl", data)
+    hits = m.search_json("Xylophonist")["results"]
+    assert hits and (hits[0]["start_line"], hits[0]["end_line"]) == (last, last)
+
+
+def test_a_daemon_stopped_before_the_exact_chunks_makes_them_at_its_next_start(
+        workspace: Path, mount_factory, make_memory, tmp_path: Path) -> None:
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    data = bigwrites.daily_log(8 << 20) + b"The Quetzalcoatlus flew over.\n"
+    source = tmp_path / "log.md"
+    source.write_bytes(data)
+    subprocess.run(["cp", str(source), str(m.mnt / "memory" / "2023-05-08.md")], check=True)
+    assert m.pid is not None
+    os.kill(m.pid, signal.SIGKILL)  # before the worker is done: it has some seconds of work left
+    assert provisional(m) == ["memory/2023-05-08.md"]
+    found = memfs_cli("search", "--json", "Quetzalcoatlus", "-w", str(m.workspace), "--set", "embedding.provider=none",
+                      env={"MEMFS_STATE_DIR": str(m.state)})
+    assert json.loads(found.stdout)["results"], found.stderr  # the keyword rows were committed
+    subprocess.run(["fusermount3", "-u", "-z", str(m.mnt)], capture_output=True)
+    again = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    assert not provisional(again)
+    memory = again.memory(**{"embedding.provider": "none"})
+    try:
+        after = indexed(memory, "memory/2023-05-08.md")
+    finally:
+        memory.close()
+    assert after == in_one_step(tmp_path, make_memory, "memory/2023-05-08.md", data)
+
+
+def test_a_big_private_file_stays_private_before_and_after_its_exact_chunks(
+        workspace: Path, mount_factory) -> None:
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    data = bigwrites.daily_log(8 << 20) + b"- The vault code is Zanzibarite.\n"
+    (m.mnt / "MEMORY.md").write_bytes(data)
+
+    def private_only() -> None:
+        memory = m.memory(**{"embedding.provider": "none"})
+        try:
+            conn = memory.store.conn
+            match = "SELECT count(*) FROM {} WHERE {} MATCH 'zanzibarite'"
+            assert conn.execute(match.format("chunks_fts", "chunks_fts")).fetchone()[0] == 0
+            assert conn.execute(match.format("private_fts", "private_fts")).fetchone()[0] >= 1
+            assert conn.execute("SELECT count(*) FROM chunks WHERE path = 'MEMORY.md' AND private = 0").fetchone()[0] == 0
+        finally:
+            memory.close()
+        shared = memfs_cli("search", "--json", "Zanzibarite", "-w", str(m.workspace), "--mode", "shared",
+                           env={"MEMFS_STATE_DIR": str(m.state)})
+        assert shared.returncode == 0 and json.loads(shared.stdout)["results"] == []
+        assert m.search_json("Zanzibarite")["results"][0]["path"] == "MEMORY.md"
+
+    assert provisional(m) == ["MEMORY.md"]
+    private_only()
+    assert wait_until(lambda: not provisional(m), timeout=600, step=0.5)
+    private_only()
+
+
+def test_a_big_sync_batch_is_searchable_when_close_returns_and_chunked_exactly_after(
+        workspace: Path, mount_factory, make_memory, tmp_path: Path) -> None:
+    # The watcher stays on: it re-reads day files the batch writes, and must not deadlock with it.
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    data = bigwrites.sync_lines(3 << 20, tag="batch")
+    last = json.loads(data.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    data += json.dumps({**last, "id": "batch-last", "content": "The Quillwort bloomed."}).encode() + b"\n"
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    (m.mnt / "clawgpt-memory" / "2023-05-08.jsonl").write_bytes(data)
+    days = sorted(p.relative_to(m.workspace).as_posix() for p in (m.workspace / "clawgpt-memory").glob("*.jsonl"))
+    assert len(days) > 10
+    owed = provisional(m)
+    assert owed and set(owed) <= set(days)
+    hits = m.search_json("Quillwort")["results"]
+    assert hits and hits[0]["path"] in days
+    assert wait_until(lambda: not provisional(m), timeout=600, step=0.5)
+    memory = m.memory(**{"embedding.provider": "none"})
+    try:
+        after = {rel: indexed(memory, rel) for rel in days}
+    finally:
+        memory.close()
+    other = tmp_path / "one-step"
+    init_workspace(other)
+    (other / "clawgpt-memory").mkdir(exist_ok=True)
+    for rel in days:
+        (other / rel).write_bytes((m.workspace / rel).read_bytes())
+    reference = make_memory(other, embedding__provider="none")
+    reference.reconcile()
+    assert after == {rel: indexed(reference, rel) for rel in days}

@@ -240,6 +240,7 @@ class Daemon:
     async def _serve(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self.writes.embed_worker)
+            nursery.start_soon(self.writes.complete_worker)
             if self.cfg.mount.watch:
                 nursery.start_soon(watch_workspace, self.memory, self.writes.kick, self.stop, self._invalidate,
                                    self.writes.is_own)

@@ -206,7 +206,7 @@ class MemfsOperations(Passthrough):
         memory = self.writes.memory
         try:
             result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path, self.virtual.mode,
-                                                   handle.who or self.writes.unknown_caller, parsed)
+                                                   handle.who or self.writes.unknown_caller, parsed, True)
         except SyncError as exc:
             log.warning("refused sync write to %s: %s", handle.path, exc)
             await self._forget_cached(handle.path)  # the kernel counted bytes that never landed
@@ -217,6 +217,8 @@ class MemfsOperations(Passthrough):
         if handle.created:
             await self._drop_inbox(handle)  # before close() returns: the inbox is gone by then
         self.writes.kick()
+        for rel in result.provisional:
+            self.writes.completer.add(rel)
         for rel in result.files:
             self.writes.note_own(rel)
             await self._forget_cached(rel)

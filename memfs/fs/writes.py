@@ -40,6 +40,7 @@ class MemoryWrites:
         # Asked at every open, flush and close: classify each path once.
         self.is_memory = functools.lru_cache(maxsize=16384)(self._classify)
         self.embedder = BackgroundEmbedder(memory)
+        self.completer = Completer(memory, self.embedder.kick)
         # path -> (mtime_ns, size, when) after our last write, so the watcher skips its own echo;
         # oldest first, pruned as new writes come in.
         self.own: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
@@ -144,7 +145,10 @@ class MemoryWrites:
             await self.on_config_change()
         if not self.is_memory(rel):
             return
-        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel, who, self.lowest.pop(rel, None))
+        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel, who, self.lowest.pop(rel, None),
+                                                True)
+        if outcome.provisional:
+            self.completer.add(rel)
         if outcome.pending:
             self.embedder.kick()
 
@@ -177,5 +181,48 @@ class MemoryWrites:
     async def embed_worker(self) -> None:
         await self.embedder.run()
 
+    async def complete_worker(self) -> None:
+        await self.completer.run()
+
     def kick(self) -> None:
         self.embedder.kick()
+
+
+class Completer:
+    """Makes the exact chunks of big writes indexed provisionally (see
+    :mod:`memfs.index.deferred`), one file at a time in a worker thread, the oldest write first.
+    Stopping does not wait: a file left provisional is marked so in the index, and the next
+    start's reconcile completes it."""
+
+    def __init__(self, memory: Memory, embed: Callable[[], None]) -> None:
+        self.memory = memory
+        self.embed = embed
+        self.queue: OrderedDict[str, None] = OrderedDict()
+        self._wakeup = trio.Event()
+        self.working = False
+
+    def add(self, rel: str) -> None:
+        self.queue[rel] = None
+        self._wakeup.set()
+
+    async def run(self) -> None:
+        # Left by a stop between a reconcile and now (a reconcile completes what it finds).
+        for rel in await trio.to_thread.run_sync(self.memory.provisional_paths):
+            self.queue.setdefault(rel, None)
+        while True:
+            if not self.queue:
+                self._wakeup = trio.Event()
+                await self._wakeup.wait()
+            rel, _ = self.queue.popitem(last=False)
+            self.working = True
+            try:
+                # Abandoned on cancel: the thread finishes its transaction (or not, and the mark
+                # stays) while the process goes on unmounting.
+                outcome = await trio.to_thread.run_sync(self.memory.complete, rel, abandon_on_cancel=True)
+            except Exception as exc:  # a locked index, say: the next start's reconcile completes it
+                log.warning("indexing %s exactly postponed: %s", rel, exc)
+                continue
+            finally:
+                self.working = False
+            if outcome is not None and outcome.pending:
+                self.embed()

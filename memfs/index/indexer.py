@@ -35,7 +35,7 @@ from memfs.index import chunking, latechunks, readings
 from memfs.index.backlog import RateMeter
 from memfs.index.embeddings import INPUT_TOKENS, Provider
 from memfs.index.messages import parse_jsonl, session_header
-from memfs.index.store import FileRecord, Store, StoredChunk, StoredUnit
+from memfs.index.store import PROVISIONAL_HASH, FileRecord, Store, StoredChunk, StoredUnit
 from memfs.index.text import fts_body
 from memfs.index.units import plain
 from memfs.privacy import Privacy, open_resolved, opened_at, resolve_within
@@ -69,6 +69,7 @@ class Outcome:
     chunks: int = 0
     pending: int = 0
     reason: str = ""
+    provisional: bool = False  # keyword rows only: Indexer.complete makes the exact chunks
 
 
 def text_hash(text: str) -> str:
@@ -233,7 +234,10 @@ class Indexer:
             return f"skipped: a symlink to {resolved}, which is private"
         return ""
 
-    def index_file(self, rel: str, force: bool = False) -> Outcome:
+    def index_file(self, rel: str, force: bool = False, defer_over: int | None = None) -> Outcome:
+        """Index ``rel`` as it is now.  ``defer_over``: when at least this many bytes are to be
+        (re)chunked, store provisional chunks (keyword rows only, see
+        :mod:`memfs.index.deferred`) and mark the file so; :meth:`complete` makes the exact ones."""
         full = self.cfg.workspace / rel
         kind = classify(rel, self.cfg.index.extra_paths)
         if kind is FileKind.OTHER:
@@ -264,6 +268,8 @@ class Indexer:
             return Outcome(rel, "skipped", reason=record.error)
         if record.warning and (previous is None or previous.warning != record.warning):
             log.warning("%s: %s; the rest is indexed", rel, record.warning)
+        if defer_over is not None and len(read.data) >= defer_over:
+            return self._provisional(rel, text, read)
         chunks = self.chunk_text(rel, text, read.first_line, read.header)
         if classify(rel, self.cfg.index.extra_paths).is_jsonl:
             record = read.resumable(record, chunks)
@@ -280,6 +286,27 @@ class Indexer:
                                           [chunk_days(rel, c) for c in chunks],
                                           from_line=read.first_line if read.append else None)
         return Outcome(rel, "indexed", chunks=len(chunks), pending=pending, reason=record.warning)
+
+    def _provisional(self, rel: str, text: str, read: _Read) -> Outcome:
+        """Keyword rows for a big write, stored in one transaction: the file's lines cut by their
+        length (no tokenizer, no JSON parsing, no units), marked as owing their exact chunks.
+        The mark (the file's hash, prefixed) is in the same transaction, so a stop before
+        :meth:`complete` leaves a hash no file has, and the next reconcile indexes it exactly."""
+        chunks = chunking.provisional(text, self.cfg.chunking.tokens, read.first_line)
+        record = dataclasses.replace(read.record, hash=PROVISIONAL_HASH + read.record.hash, resume_line=0,
+                                     resume_offset=0)
+        self.store.replace_file(record, chunks, [""] * len(chunks), [fts_body(c.text) for c in chunks], {},
+                                days=[chunk_days(rel, c) for c in chunks],
+                                from_line=read.first_line if read.append else None, provisional=True)
+        return Outcome(rel, "indexed", chunks=len(chunks), reason=record.warning, provisional=True)
+
+    def complete(self, rel: str) -> Outcome | None:
+        """The exact chunks (and units, and embedding queue entries) of a file stored with
+        provisional ones; None when it has none any more (indexed again since, or removed)."""
+        record = self.store.file(rel)
+        if record is None or not record.hash.startswith(PROVISIONAL_HASH):
+            return None
+        return self.index_file(rel, force=True)
 
     def _unreadable(self, rel: str, kind: FileKind, reason: str) -> Outcome:
         """A memory file that cannot be read: recorded with the reason (status lists it, under

@@ -104,6 +104,15 @@ class StoredUnit:
         return self.reading or self.keyword_text
 
 
+# chunks.embedded of a provisional chunk (0: waiting for its vector, 1: has it): a big write's
+# keyword rows, there until its exact chunks replace them (memfs.index.deferred); never embedded.
+PROVISIONAL = 2
+# files.hash of a file whose chunks are provisional starts with this: a reconcile (the next
+# start, if the daemon stopped before the exact chunks were made) sees a hash that differs from
+# the file's and indexes it again, exactly.
+PROVISIONAL_HASH = "provisional:"
+
+
 _INDEX_TABLES = frozenset({"meta", "files", "chunks", "chunks_fts", "chunks_fts_vocab", "units", "private_fts",
                            "private_fts_vocab"})
 
@@ -157,6 +166,7 @@ class Store:
         self.conn = _connect(path)
         self._has_vectors = False
         self._writes = 0  # bumped by every transaction of this connection
+        self._depth = 0  # transactions open on this connection (a batch holds one)
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._frequencies: tuple[object, dict[str, int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
@@ -189,13 +199,26 @@ class Store:
         become a writer once the other one wrote (SQLITE_BUSY_SNAPSHOT, no waiting); this one
         waits for the lock (the busy timeout) instead."""
         with self.lock:
+            if self._depth:  # inside a batch (see batch()): part of its transaction
+                yield self.conn
+                return
             self.conn.execute("BEGIN IMMEDIATE")
+            self._depth += 1
             try:
                 yield self.conn
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._depth -= 1
             self.conn.execute("COMMIT")
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Many changes as one transaction: a sync batch's hundreds of day files are one commit
+        (one flush of the keyword index's segments, not one each, which cost more than the rows)."""
+        with self._writing():
+            yield
 
     def _schema_ready(self) -> bool:
         """Whether every table is there already (read without a write lock, so opening an index
@@ -359,14 +382,19 @@ class Store:
         unit_hashes: list[list[str]] | None = None,
         days: list[tuple[str | None, str | None]] | None = None,
         from_line: int | None = None,
+        provisional: bool = False,
     ) -> int:
         """Swap a file's chunks (and their units) for new ones in one transaction; returns how
         many still need an embedding (those whose text hash is not in ``cached``).  ``days``:
         each chunk's first and last date (None for undated text).  With ``from_line``, only the
-        chunks starting at or after that line are replaced (an append to a JSONL file)."""
+        chunks starting at or after that line are replaced (an append to a JSONL file).
+        ``provisional``: chunks cut by :func:`memfs.index.chunking.provisional`, the file's own
+        lines (a JSONL file's too), stored for the keyword index only: never embedded, no unit
+        rows (:meth:`units_of` reads their lines as units)."""
         pending = 0
         private = int(record.private)
-        jsonl = int(FileKind(record.kind).is_jsonl) if record.kind in _KINDS else 0
+        jsonl = int(FileKind(record.kind).is_jsonl) if record.kind in _KINDS and not provisional else 0
+        state = PROVISIONAL if provisional else None
         fts = "private_fts" if private else "chunks_fts"
         with self.transaction() as conn:
             if from_line is None:
@@ -386,7 +414,7 @@ class Store:
                 vector = cached.get(digest)
                 first_day, last_day = days[position] if days else (None, None)
                 chunk_rows.append((chunk_id, record.path, chunk.start_line, chunk.end_line, digest, chunk.text,
-                                   int(vector is not None), private, jsonl, first_day, last_day, chunk.chat_id,
+                                   int(vector is not None) if state is None else state, private, jsonl, first_day, last_day, chunk.chat_id,
                                    chunk.chat_title))
                 hashes = unit_hashes[position] if unit_hashes else []
                 for unit, unit_hash in zip(chunk.units, hashes):
@@ -395,6 +423,8 @@ class Store:
                                       half(unit_vector) if unit_vector is not None else None, unit.reading))
                     if unit_vector is None and vec:
                         pending += 1
+                if state is not None:
+                    continue
                 if vector is not None and vec:
                     vector_rows.append((chunk_id, private, vector))
                 elif vec:
@@ -438,6 +468,14 @@ class Store:
                 for chunk_id, _ in rows:
                     self._matrix.remove(chunk_id)
         conn.execute("DELETE FROM chunks WHERE path = ? AND start_line >= ?", (path, from_line))
+
+    def provisional_paths(self, include_private: bool = True) -> list[str]:
+        """Files whose chunks are still provisional (their exact chunks are owed)."""
+        scope = "" if include_private else " AND private = 0"
+        with self.lock:
+            rows = self.conn.execute(f"SELECT path FROM files WHERE substr(hash, 1, ?) = ?{scope} ORDER BY indexed_at",
+                                     (len(PROVISIONAL_HASH), PROVISIONAL_HASH)).fetchall()
+        return [str(r[0]) for r in rows]
 
     def remove_file(self, path: str) -> bool:
         with self.transaction() as conn:
@@ -546,7 +584,21 @@ class Store:
             rows = self.conn.execute(
                 "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector, reading FROM units "
                 f"WHERE chunk_id IN ({marks}) ORDER BY chunk_id, start_line, id", wanted).fetchall()
-        return [StoredUnit(*r) for r in rows]
+            lines = self.conn.execute(
+                f"SELECT id, start_line, text FROM chunks WHERE embedded = {PROVISIONAL} AND id IN ({marks})",
+                wanted).fetchall()
+        units = [StoredUnit(*r) for r in rows]
+        if not lines:
+            return units
+        # A provisional chunk's units are its non-blank lines (ids below zero: no unit row has
+        # them), so search scores and cites them as it does any unit until the exact chunks come.
+        for chunk_id, start_line, text in lines:
+            for offset, line in enumerate(text.split("\n")):
+                if line.strip():
+                    units.append(StoredUnit(-((chunk_id << 20) + offset), chunk_id, start_line + offset,
+                                            start_line + offset, "", line, "", None))
+        units.sort(key=lambda u: (u.chunk_id, u.start_line, u.id))
+        return units
 
     def store_vectors(
         self, provider: str, model: str, items: list[tuple[StoredChunk, np.ndarray]]

@@ -58,6 +58,16 @@ def _pending(info: dict[str, Any], bar: bool) -> str:
     return f"{line} ({done:.0%} of {total} embedded; {speed})"
 
 
+def _provisional(info: dict[str, object]) -> list[str]:
+    """Big writes searchable by keyword whose exact chunks are still being made."""
+    paths: list[str] = info.get("provisional") or []  # type: ignore[assignment]
+    if not paths:
+        return []
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    return [f"chunking:   {len(paths)} big write{'s' if len(paths) != 1 else ''} found by keyword, "
+            f"being chunked: {shown}"]
+
+
 def render_status(info: dict[str, object], bar: bool = False) -> str:
     """``bar``: draw the embedding progress as a bar (for a terminal)."""
     model = f"{info['provider']} ({info['model']}, {info['dims']} dims)" if info.get("model") else str(info["provider"])
@@ -67,6 +77,7 @@ def render_status(info: dict[str, object], bar: bool = False) -> str:
         f"mode:       {info.get('mode', 'main')}",
         f"files:      {info['files']} ({info['skipped']} skipped)",
         f"chunks:     {info['chunks']}",
+        *_provisional(info),
         _pending(info, bar),
         f"provider:   {model}",
     ]

@@ -51,6 +51,7 @@ class IngestResult:
     duplicates: int = 0
     files: list[str] = field(default_factory=list)  # workspace-relative date files that grew
     grew_from: dict[str, int] = field(default_factory=dict)  # each of them: its size before
+    provisional: list[str] = field(default_factory=list)  # of them, those indexed provisionally (Memory)
 
 
 class SyncStoreError(OSError):

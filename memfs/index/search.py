@@ -39,7 +39,7 @@ from memfs.config import SearchConfig
 from memfs.index import scoring
 from memfs.index.coverage import terms_present
 from memfs.index.store import Store, StoredChunk, StoredUnit
-from memfs.index.text import match_expression, search_terms, stems
+from memfs.index.text import search_terms, stems
 from memfs.index.vectors import unpack_unit_vectors
 from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
 
@@ -330,8 +330,8 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     """Every unit of the candidate chunks with its calibrated score."""
     terms = search_terms(query)
     where, params = scope.sql()
-    match = match_expression(informative_terms(store, terms, include_private))
-    keyword = store.keyword_candidates(match, POOL, include_private, where, params) if match else []
+    keyword = store.keyword_top(informative_terms(store, terms, include_private), POOL, include_private, where,
+                                params)
 
     def visible(ids: list[int]) -> dict[int, StoredChunk]:
         found = store.chunks_by_id(ids, include_private)

@@ -159,6 +159,7 @@ def match_expression(terms: list[str]) -> str | None:
     return " OR ".join(quoted) or None
 
 
+@functools.lru_cache(maxsize=65_536)
 def phrase_tokens(term: str) -> tuple[str, ...]:
     """The tokens FTS5 makes of the phrase :func:`match_expression` writes for ``term`` (a CJK
     run: one token a character)."""

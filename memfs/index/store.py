@@ -56,6 +56,12 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 FTS_OPTIONS = f"tokenize='{FTS_TOKENIZER}', content='', contentless_delete=1"
 
 
+_LATE_INDEXES = {
+    "chunks_day": "CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)",
+    "files_problems": "CREATE INDEX IF NOT EXISTS files_problems ON files(path) WHERE error != '' OR warning != ''",
+}
+
+
 def _varint(data: bytes) -> int | None:
     """SQLite's variable-length integer at the start of ``data`` (FTS5 records use it)."""
     value = 0
@@ -262,13 +268,17 @@ class Store:
             )
 
     def _day_index(self) -> None:
-        """The index that finds recent passages for the embedding queue (added after schema 6:
-        an index of an earlier memfs gets it here, without a rebuild)."""
+        """Indexes added after schema 6 (an index of an earlier memfs gets them here, without a
+        rebuild): ``chunks_day`` finds recent passages for the embedding queue; ``files_problems``
+        the few files with an error or a warning, which every search reads (at 100k chunks a
+        scan of every file cost ~3 ms a search)."""
         with self.lock:
-            if self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_day'").fetchone():
-                return
-        with self._writing():
-            self.conn.execute("CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)")
+            have = {str(r[0]) for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        missing = [sql for name, sql in _LATE_INDEXES.items() if name not in have]
+        if missing:
+            with self._writing():
+                for sql in missing:
+                    self.conn.execute(sql)
 
     def get_meta(self, key: str) -> str | None:
         with self.lock:

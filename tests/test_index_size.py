@@ -57,3 +57,22 @@ def test_an_index_with_a_content_fts_table_keeps_answering(workspace: Path, make
     assert memory.search(QUESTION).results == before
     _edit_away_the_support_group(memory, day)
     assert _documents_with(memory, "lgbtq") == 0
+
+
+def test_files_with_problems_are_found_without_reading_every_file(workspace: Path, make_memory, locomo_day) -> None:
+    # Every search reads the files with an error or a warning; an index made by an earlier
+    # memfs (without the partial index) gets it when it is opened, and the answer is the same.
+    locomo_day(workspace)
+    (workspace / "memory" / "2023-05-09.md").write_bytes(b"# 2023-05-09\n\nbad \xff byte\n")
+    memory = make_memory(workspace)
+    memory.index()
+    problems = memory.store.problem_files()
+    assert "memory/2023-05-09.md" in problems
+    with memory.store.transaction() as conn:
+        conn.execute("DROP INDEX files_problems")
+    memory.close()
+    memory = make_memory(workspace)
+    plan = memory.store.conn.execute("EXPLAIN QUERY PLAN SELECT path, error, warning FROM files "
+                                     "WHERE error != '' OR warning != ''").fetchall()
+    assert any("files_problems" in str(row[-1]) for row in plan)
+    assert memory.store.problem_files() == problems

@@ -39,7 +39,7 @@ from memfs.config import SearchConfig
 from memfs.index import scoring
 from memfs.index.coverage import terms_present
 from memfs.index.store import Store, StoredChunk, StoredUnit
-from memfs.index.text import match_expression, search_terms, stems
+from memfs.index.text import search_terms, stems
 from memfs.index.vectors import unpack_unit_vectors
 from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
 
@@ -330,8 +330,8 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     """Every unit of the candidate chunks with its calibrated score."""
     terms = search_terms(query)
     where, params = scope.sql()
-    match = match_expression(informative_terms(store, terms, include_private))
-    keyword = store.keyword_candidates(match, POOL, include_private, where, params) if match else []
+    keyword = store.keyword_top(informative_terms(store, terms, include_private), POOL, include_private, where,
+                                params)
 
     def visible(ids: list[int]) -> dict[int, StoredChunk]:
         found = store.chunks_by_id(ids, include_private)
@@ -377,7 +377,8 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
         unit_cos = matrix @ np.asarray(query_vector, dtype=np.float32)
     else:
         unit_cos = np.full(len(units), np.nan)
-    vectors = {u.id: matrix[i] for i, u in enumerate(units) if dims and not np.isnan(matrix[i, 0])}
+    embedded = (~np.isnan(matrix[:, 0])).tolist() if dims else [False] * len(units)
+    vectors = {u.id: row for u, row, has in zip(units, matrix, embedded) if has}
     around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)
     own_cos = unit_cos
     unit_cos = np.where(np.isnan(unit_cos), around, unit_cos)  # a unit not embedded yet: its chunk's
@@ -389,15 +390,16 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
     dated = scope.after is not None or scope.before is not None
-    for index, unit in enumerate(units):
+    # Python floats once for all (~900 units): indexing numpy arrays unit by unit cost more.
+    for unit, score, share, cosine, around_cos in zip(units, scores.tolist(), coverage.tolist(), unit_cos.tolist(),
+                                                      context.tolist()):
         chunk = chunks[unit.chunk_id]
         in_chunk = by_chunk.setdefault(unit.chunk_id, [])
         if not in_chunk or (in_chunk[-1].start_line, in_chunk[-1].end_line) != (unit.start_line, unit.end_line):
             in_chunk.append(unit)  # twins (units.twins) are one passage of the file
         if dated and not scope.day_ok(unit_day(chunk.path, unit)):
             continue
-        item = _Scored(unit, chunk, float(scores[index]), float(coverage[index]), float(unit_cos[index]),
-                       float(context[index]))
+        item = _Scored(unit, chunk, score, share, cosine, around_cos)
         key = (chunk.path, unit.start_line, unit.end_line)
         if key not in best or item.score > best[key].score:
             best[key] = item
@@ -409,9 +411,9 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
     own = scoring.fuse(coverage, own_cos, own_cos, message)
     growable = np.where(np.isnan(own_cos) & (coverage == 0), 0.0, own)
     evidence: dict[tuple[int, int, int], float] = {}
-    for i, u in enumerate(units):
+    for u, grows in zip(units, growable.tolist()):
         key = (u.chunk_id, u.start_line, u.end_line)
-        evidence[key] = max(evidence.get(key, 0.0), float(growable[i]))
+        evidence[key] = max(evidence.get(key, 0.0), grows)
     return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, u.start_line, u.end_line)]
                                      for in_chunk in by_chunk.values() for u in in_chunk}, vectors)
 

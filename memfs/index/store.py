@@ -29,7 +29,9 @@ from memfs.lazy import lazy_module
 
 np = lazy_module("numpy")
 
+from memfs.index import topk
 from memfs.index.chunking import Chunk
+from memfs.index.text import match_expression, phrase_tokens
 from memfs.index.units import plain
 from memfs.index.vectors import VectorMatrix, pack_unit_vector
 from memfs.workspace import FileKind
@@ -52,6 +54,24 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Rows are still deleted one by one (contentless_delete, SQLite 3.43+).  An index made with a
 # content table answers the same SQL, so it keeps working as it is.
 FTS_OPTIONS = f"tokenize='{FTS_TOKENIZER}', content='', contentless_delete=1"
+
+
+_LATE_INDEXES = {
+    "chunks_day": "CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)",
+    "files_problems": "CREATE INDEX IF NOT EXISTS files_problems ON files(path) WHERE error != '' OR warning != ''",
+}
+
+
+def _varint(data: bytes) -> int | None:
+    """SQLite's variable-length integer at the start of ``data`` (FTS5 records use it)."""
+    value = 0
+    for position, byte in enumerate(data[:9]):
+        if position == 8:
+            return (value << 8) | byte
+        value = (value << 7) | (byte & 0x7F)
+        if not byte & 0x80:
+            return value
+    return None
 
 
 @dataclass(frozen=True)
@@ -169,6 +189,7 @@ class Store:
         self._depth = 0  # transactions open on this connection (a batch holds one)
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._frequencies: tuple[object, dict[str, int]] = (None, {})
+        self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
         # An index made by an earlier version is only read until it is rebuilt (Memory does).
@@ -270,13 +291,17 @@ class Store:
             )
 
     def _day_index(self) -> None:
-        """The index that finds recent passages for the embedding queue (added after schema 6:
-        an index of an earlier memfs gets it here, without a rebuild)."""
+        """Indexes added after schema 6 (an index of an earlier memfs gets them here, without a
+        rebuild): ``chunks_day`` finds recent passages for the embedding queue; ``files_problems``
+        the few files with an error or a warning, which every search reads (at 100k chunks a
+        scan of every file cost ~3 ms a search)."""
         with self.lock:
-            if self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_day'").fetchone():
-                return
-        with self._writing():
-            self.conn.execute("CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)")
+            have = {str(r[0]) for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        missing = [sql for name, sql in _LATE_INDEXES.items() if name not in have]
+        if missing:
+            with self._writing():
+                for sql in missing:
+                    self.conn.execute(sql)
 
     def get_meta(self, key: str) -> str | None:
         with self.lock:
@@ -674,6 +699,92 @@ class Store:
                 found += [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, (match, *extra, limit))]
         found.sort(key=lambda item: (item[1], item[0]))
         return found[:limit]
+
+    def keyword_top(self, terms: Sequence[str], limit: int, include_private: bool = True,
+                    where: str = "", params: Iterable[object] = ()) -> list[tuple[int, float]]:
+        """Exactly ``keyword_candidates(match_expression(terms), ...)`` (the same rows, bm25 and
+        order), scoring only the rows that can reach the top ``limit`` (see :mod:`memfs.index.topk`)."""
+        full = match_expression(list(terms))
+        if full is None:
+            return []
+        extra = list(params)
+        found: list[tuple[int, float]] = []
+        with self.lock:
+            for table in self._tables(include_private):
+                found += self._pruned_top(table, list(terms), full, limit, where, extra)
+        found.sort(key=lambda item: (item[1], item[0]))
+        return found[:limit]
+
+    def _pruned_top(self, table: str, terms: list[str], full: str, limit: int, where: str,
+                    params: list[object]) -> list[tuple[int, float]]:
+        total = self._fts_rows(table)
+        phrases = self._phrases(table, terms) if total else None
+        plan = topk.plan(phrases, total or 0, limit) if phrases else None
+        if plan is not None:
+            # A lower bound for the k-th best score: the k-th best score of the seed phrases
+            # alone (each phrase adds the same to a row's score in any query), over the rows
+            # that are likely to be best.
+            theta = 0.0
+            for guess in (plan.guess(limit), 0.0):
+                among = plan.candidates(guess, True)
+                seeded = self._keyword_sql(table, plan.seed, limit, where, params, among)
+                if plan.complete and (among is None or len(seeded) == limit and -seeded[-1][1] >= guess):
+                    return seeded  # the seed is the whole query, and no row left out reaches its k-th
+                if len(seeded) == limit:
+                    theta = -seeded[-1][1]
+                    break
+            candidates = plan.candidates(theta) if theta > 0.0 else None
+            if candidates is not None and plan.complete and candidates == among:
+                return seeded  # the seed was the whole query, over the very rows a second round would read
+            if candidates is not None:
+                rows = self._keyword_sql(table, full, limit, where, params, candidates)
+                if len(rows) == limit and -rows[-1][1] >= theta:
+                    return rows  # every row left out scores below theta
+        return self._keyword_sql(table, full, limit, where, params)
+
+    def _keyword_sql(self, table: str, match: str, limit: int, where: str, params: list[object],
+                     candidates: str | None = None) -> list[tuple[int, float]]:
+        # ``+rowid``: the candidates filter the full query's rows, they do not drive it (FTS5
+        # would restart the query, and recount every phrase's rows for bm25, once a rowid).
+        among = f" AND +f.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)" if candidates else ""
+        join = f" JOIN chunks c ON c.id = f.rowid" if where else ""
+        scope = f" AND {where}" if where else ""
+        sql = (f"SELECT f.rowid, bm25({table}) AS score FROM {table} f{join} WHERE {table} MATCH ?{among}{scope} "
+               "ORDER BY score, f.rowid LIMIT ?")
+        args = [match, *([candidates] if candidates else []), *params, limit]
+        return [(int(r[0]), float(r[1])) for r in self.conn.execute(sql, args)]
+
+    def _fts_rows(self, table: str) -> int | None:
+        """How many rows FTS5 counts in ``table`` (its bm25's N): the first varint of the
+        "averages" record (id 1 of the data table).  None if it cannot be read."""
+        try:
+            row = self.conn.execute(f"SELECT block FROM {table}_data WHERE id = 1").fetchone()
+        except apsw.SQLError:
+            return None
+        if row is None or not row[0]:
+            return 0
+        return _varint(bytes(row[0]))
+
+    def _phrases(self, table: str, terms: list[str]) -> list[topk.Phrase]:
+        """Each term's phrase with the rows holding it when it is one token (FTS5's vocabulary)."""
+        tokens = [phrase_tokens(t) for t in terms]
+        # Remembered until the index changes, as doc_frequencies' are: a vocabulary row counts
+        # its term's rows by reading its posting list (~2 ms for a word in most chunks at 100k).
+        self.chunk_total()
+        key = self._total[0] if self._total else None
+        if self._vocabulary[0] != key or len(self._vocabulary[1]) > 100_000:
+            self._vocabulary = (key, {})
+        docs = self._vocabulary[1]
+        single = sorted({(table, t[0]) for t in tokens if len(t) == 1} - docs.keys())
+        if single:
+            marks = ",".join("?" * len(single))
+            for _, token in single:
+                docs[(table, token)] = 0
+            for term, doc in self.conn.execute(f"SELECT term, doc FROM {table}_vocab WHERE term IN ({marks})",
+                                               [token for _, token in single]):
+                docs[(table, str(term))] = int(doc)
+        return [topk.Phrase(match_expression([term]) or "", docs[(table, t[0])] if len(t) == 1 else None)
+                for term, t in zip(terms, tokens)]
 
     def doc_frequencies(self, terms: list[str], include_private: bool = True) -> tuple[dict[str, int], int]:
         """How many chunks contain each (already lower-cased) term, and how many chunks there are.

@@ -161,5 +161,14 @@ def match_expression(terms: list[str]) -> str | None:
     return " OR ".join(quoted) or None
 
 
+@functools.lru_cache(maxsize=65_536)
+def phrase_tokens(term: str) -> tuple[str, ...]:
+    """The tokens FTS5 makes of the phrase :func:`match_expression` writes for ``term`` (a CJK
+    run: one token a character)."""
+    text = " ".join(term) if CJK_CHAR.search(term) else term
+    return tuple(_tokenizer()(text.encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_QUERY, None,
+                              include_offsets=False, include_colocated=False))
+
+
 def fts_query(query: str) -> str | None:
     return match_expression(search_terms(query))

@@ -206,10 +206,23 @@ def _guard(conn: psycopg.Connection, table: str, group: str) -> None:
     """)
 
 
+def _v2(conn: psycopg.Connection, names: Names) -> None:
+    """BM25 from an index alone (memfs.index.pg.keyword): a posting carries its chunk's length,
+    and the postings of a term are read from one covering index in (private, term) order, so a
+    query touches neither the chunk rows nor the posting heap (index-only scan)."""
+    conn.execute("""
+        ALTER TABLE memfs.chunk_terms ADD COLUMN length integer NOT NULL DEFAULT 0;
+        DROP INDEX memfs.chunk_terms_term;
+        CREATE INDEX chunk_terms_postings ON memfs.chunk_terms(tenant_id, private, term)
+            INCLUDE (chunk_id, tf, length);
+    """)
+
+
 # (version, what it does, how): append only; a released migration is never edited.  A migration
 # that adds a table to PARTITIONED must also make its partitions for the tenants already there.
 MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], ...] = (
     (1, "tenants, access, tenant tables with RLS, shared embedding cache", _v1),
+    (2, "BM25 postings: chunk length in chunk_terms, covering index by (tenant, private, term)", _v2),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -108,9 +108,10 @@ def _queries() -> list[str]:
 
 def _compare(twin: Twin, queries: list[str], conn=None, tenant_id: int | None = None) -> int:
     checked = 0
-    for match in queries:
+    for number, match in enumerate(queries):
         for include_private in (True, False):
-            for limit in (50, 100_000):
+            # Every query's top 50 (memfs's pool), a quarter of them ranked in full.
+            for limit in (50, 100_000) if number % 4 == 0 else (50,):
                 expected = twin.store.keyword_candidates(match, limit, include_private)
                 got = keyword.keyword_candidates(conn or twin.conn, tenant_id or twin.tenant_id, match, limit,
                                                  include_private)
@@ -140,7 +141,7 @@ def test_bm25_equals_fts5_on_locomo(db: str, tmp_path: Path) -> None:
             twin_b.add(path, text, private)
         queries = _queries()
         assert len(queries) > 150
-        assert _compare(twin_a, queries) > 300  # most queries match something
+        assert _compare(twin_a, queries) > 200  # most queries match something
         # As a, b's public chunks only (a sees no private row of b): FTS5's public table of b.
         for match in queries[:60]:
             expected = twin_b.store.keyword_candidates(match, 50, include_private=False)

@@ -79,20 +79,25 @@ def phrases(match: str) -> list[tuple[str, ...]]:
 # longer phrases' hits found in Python, and the sum per chunk.  Arithmetic in float8 throughout,
 # in FTS5's order of operations.
 _SQL = """
-WITH stats AS (
+WITH stats AS MATERIALIZED (
     SELECT chunks::float8 AS n, total_length::float8 / chunks::float8 AS avgdl
-    FROM memfs.corpus_stats WHERE tenant_id = %(tenant)s AND private = %(private)s AND chunks > 0),
-q AS (
-    SELECT p.ord, p.term, coalesce(p.df, d.df, 0)::float8 AS df
+    FROM memfs.corpus_stats WHERE tenant_id = %(tenant)s::bigint AND private = %(private)s AND chunks > 0),
+known AS MATERIALIZED (
+    SELECT term, df FROM memfs.term_df
+    WHERE tenant_id = %(tenant)s::bigint AND private = %(private)s AND term = ANY (%(terms)s::text[])),
+w AS MATERIALIZED (
+    SELECT p.ord, p.term, CASE WHEN x.idf > 0 THEN x.idf ELSE %(floor)s::float8 END AS idf
     FROM unnest(%(terms)s::text[], %(dfs)s::integer[]) WITH ORDINALITY AS p(term, df, ord)
-    LEFT JOIN memfs.term_df d ON d.tenant_id = %(tenant)s AND d.private = %(private)s AND d.term = p.term),
-w AS (
-    SELECT q.ord, q.term, CASE WHEN x.idf > 0 THEN x.idf ELSE %(floor)s::float8 END AS idf
-    FROM q CROSS JOIN stats s CROSS JOIN LATERAL (SELECT ln((s.n - q.df + 0.5::float8) / (q.df + 0.5::float8)) AS idf) x),
+    CROSS JOIN stats s
+    LEFT JOIN known k ON k.term = p.term
+    CROSS JOIN LATERAL (SELECT coalesce(p.df, k.df, 0)::float8 AS df) f
+    CROSS JOIN LATERAL (SELECT ln((s.n - f.df + 0.5::float8) / (f.df + 0.5::float8)) AS idf) x),
+postings AS MATERIALIZED (
+    SELECT c.term, c.chunk_id, c.tf, c.length FROM memfs.chunk_terms c
+    WHERE c.tenant_id = %(tenant)s::bigint AND c.private = %(private)s AND c.term = ANY (%(terms)s::text[])),
 hits AS (
-    SELECT w.ord, c.chunk_id, c.tf::float8 AS tf, c.length::float8 AS dl
-    FROM w JOIN memfs.chunk_terms c
-      ON c.tenant_id = %(tenant)s AND c.private = %(private)s AND c.term = w.term
+    SELECT w.ord, po.chunk_id, po.tf::float8 AS tf, po.length::float8 AS dl
+    FROM postings po JOIN w ON w.term = po.term
     UNION ALL
     SELECT * FROM unnest(%(hit_ord)s::bigint[], %(hit_chunk)s::bigint[], %(hit_tf)s::float8[], %(hit_dl)s::float8[]))
 SELECT h.chunk_id,
@@ -146,7 +151,7 @@ def _ranked(conn: psycopg.Connection, tenant_id: int, private: bool, found: Sequ
             hit_tf.append(float(tf))
             hit_dl.append(float(dl))
     rows = conn.execute(_SQL, {
-        "tenant": tenant_id, "private": private, "terms": terms, "dfs": dfs, "floor": IDF_FLOOR,
+        "tenant": int(tenant_id), "private": private, "terms": terms, "dfs": dfs, "floor": IDF_FLOOR,
         "hit_ord": hit_ord, "hit_chunk": hit_chunk, "hit_tf": hit_tf, "hit_dl": hit_dl,
         "k1": K1, "b": B, "limit": limit}).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]

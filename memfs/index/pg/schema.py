@@ -208,13 +208,18 @@ def _guard(conn: psycopg.Connection, table: str, group: str) -> None:
 
 def _v2(conn: psycopg.Connection, names: Names) -> None:
     """BM25 from an index alone (memfs.index.pg.keyword): a posting carries its chunk's length,
-    and the postings of a term are read from one covering index in (private, term) order, so a
-    query touches neither the chunk rows nor the posting heap (index-only scan)."""
+    and the key of chunk_terms is the postings order (tenant, private, term, chunk) with tf and
+    length included, so a query reads one range of one index per term (index-only) and never
+    the chunk rows.  Removing a chunk's postings goes by chunk id inside its tenant's partition:
+    an index without the tenant is never a candidate for a keyword query, whatever the planner's
+    statistics (with the old key, led by the chunk, a fresh tenant's planner scanned it all)."""
     conn.execute("""
         ALTER TABLE memfs.chunk_terms ADD COLUMN length integer NOT NULL DEFAULT 0;
         DROP INDEX memfs.chunk_terms_term;
-        CREATE INDEX chunk_terms_postings ON memfs.chunk_terms(tenant_id, private, term)
-            INCLUDE (chunk_id, tf, length);
+        ALTER TABLE memfs.chunk_terms DROP CONSTRAINT chunk_terms_pkey;
+        ALTER TABLE memfs.chunk_terms ADD CONSTRAINT chunk_terms_pkey
+            PRIMARY KEY (tenant_id, private, term, chunk_id) INCLUDE (tf, length);
+        CREATE INDEX chunk_terms_chunk ON memfs.chunk_terms(chunk_id);  -- in a tenant's partition
     """)
 
 
@@ -222,7 +227,7 @@ def _v2(conn: psycopg.Connection, names: Names) -> None:
 # that adds a table to PARTITIONED must also make its partitions for the tenants already there.
 MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], ...] = (
     (1, "tenants, access, tenant tables with RLS, shared embedding cache", _v1),
-    (2, "BM25 postings: chunk length in chunk_terms, covering index by (tenant, private, term)", _v2),
+    (2, "BM25 postings: chunk length in chunk_terms, keyed in postings order", _v2),
 )
 LATEST = MIGRATIONS[-1][0]
 

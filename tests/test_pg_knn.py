@@ -85,6 +85,7 @@ def test_filtered_hnsw_keeps_recall(db: str) -> None:
         admin.execute("ANALYZE memfs.chunks")
     queries = _vectors(rng, 30, centers)
     with psycopg.connect(logins["a"].dsn, autocommit=True, prepare_threshold=None) as conn:
+        conn.execute("SET enable_seqscan = off")  # as knn does when it wants the index
         plan = "\n".join(r[0] for r in conn.execute(
             f"EXPLAIN SELECT chunk_id FROM memfs.chunks WHERE tenant_id = %s::bigint AND embedding IS NOT NULL "
             f"ORDER BY embedding::vector({DIMS}) <=> %s::vector({DIMS}) LIMIT 20",

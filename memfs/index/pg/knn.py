@@ -67,6 +67,7 @@ def vector_candidates(conn: psycopg.Connection, tenant_id: int, query: Sequence[
             conn.execute("SET LOCAL enable_indexscan = off")
             conn.execute("SET LOCAL enable_bitmapscan = off")
         else:
+            conn.execute("SET LOCAL enable_seqscan = off")  # the planner may not see the index pays off yet
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(k))}")
             conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")

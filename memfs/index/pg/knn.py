@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import psycopg
 
-# Below this many vectors in a tenant, an exact scan (measured by scripts/bench_pg.py: the
-# crossover where HNSW becomes faster was between 2k and 5k vectors of 384 dimensions).
+# Below this many vectors in a tenant, an exact scan.  Not yet measured well: at 500 and 1,000
+# vectors of 384 dimensions (scripts/bench_pg.py) exact and HNSW took the same time within the
+# noise of a shared machine; the crossover lies above, to be measured with larger tenants.
 EXACT_MAX = 3_000
 EF_SEARCH = 100  # candidates per HNSW round; recall 0.99 at k=50 in the benchmark
 MAX_SCAN_TUPLES = 20_000  # how far an iterative scan may go before it stops (pgvector's default)

@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -203,11 +204,16 @@ def main() -> int:
             matches = {q: match_expression(search_terms(q)) for q in qs}
 
             def conn_of(local, tenant: int):
+                """A client's connection as this tenant's role; a client keeps its 16 latest
+                (4 clients x 100 tenants would pass the server's 100 connections)."""
                 conns = getattr(local, "conns", None)
                 if conns is None:
-                    conns = local.conns = {}
+                    conns = local.conns = OrderedDict()
                 if tenant not in conns:
+                    if len(conns) >= 16:
+                        conns.popitem(last=False)[1].close()
                     conns[tenant] = psycopg.connect(logins[tenant].dsn, autocommit=True, prepare_threshold=None)
+                conns.move_to_end(tenant)
                 return conns[tenant]
 
             def pg_kw(local, job) -> None:

@@ -206,10 +206,46 @@ def _guard(conn: psycopg.Connection, table: str, group: str) -> None:
     """)
 
 
+def _v2(conn: psycopg.Connection, names: Names) -> None:
+    """BM25 from an index alone (memfs.index.pg.keyword): a posting carries its chunk's length,
+    and the key of chunk_terms is the postings order (tenant, private, term, chunk) with tf and
+    length included, so a query reads one range of one index per term (index-only) and never
+    the chunk rows.  Removing a chunk's postings goes by chunk id inside its tenant's partition:
+    an index without the tenant is never a candidate for a keyword query, whatever the planner's
+    statistics (with the old key, led by the chunk, a fresh tenant's planner scanned it all)."""
+    conn.execute("""
+        ALTER TABLE memfs.chunk_terms ADD COLUMN length integer NOT NULL DEFAULT 0;
+        DROP INDEX memfs.chunk_terms_term;
+        ALTER TABLE memfs.chunk_terms DROP CONSTRAINT chunk_terms_pkey;
+        ALTER TABLE memfs.chunk_terms ADD CONSTRAINT chunk_terms_pkey
+            PRIMARY KEY (tenant_id, private, term, chunk_id) INCLUDE (tf, length);
+        CREATE INDEX chunk_terms_chunk ON memfs.chunk_terms(chunk_id);  -- in a tenant's partition
+    """)
+
+
+def _v3(conn: psycopg.Connection, names: Names) -> None:
+    """The policies call the access functions once per statement, not once per row: wrapped in
+    a scalar subquery they become an init plan (a 200-row insert of postings per chunk ran the
+    WITH CHECK's two queries on memfs.access 200 times).  Same predicates, same pruning."""
+    once_visible = ("tenant_id = ANY ((SELECT memfs.read_tenants())::bigint[]) "
+                    "AND (NOT private OR tenant_id = ANY ((SELECT memfs.private_tenants())::bigint[]))")
+    once_writable = ("tenant_id = ANY ((SELECT memfs.write_tenants())::bigint[]) "
+                     "AND (NOT private OR tenant_id = ANY ((SELECT memfs.private_tenants())::bigint[]))")
+    for table in TENANT_TABLES:
+        conn.execute(f"""
+            ALTER POLICY {table}_read ON memfs.{table} USING ({once_visible});
+            ALTER POLICY {table}_add ON memfs.{table} WITH CHECK ({once_writable});
+            ALTER POLICY {table}_change ON memfs.{table} USING ({once_writable}) WITH CHECK ({once_writable});
+            ALTER POLICY {table}_remove ON memfs.{table} USING ({once_writable});
+        """)
+
+
 # (version, what it does, how): append only; a released migration is never edited.  A migration
 # that adds a table to PARTITIONED must also make its partitions for the tenants already there.
 MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], ...] = (
     (1, "tenants, access, tenant tables with RLS, shared embedding cache", _v1),
+    (2, "BM25 postings: chunk length in chunk_terms, keyed in postings order", _v2),
+    (3, "policies evaluate the access functions once per statement", _v3),
 )
 LATEST = MIGRATIONS[-1][0]
 

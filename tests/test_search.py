@@ -246,3 +246,22 @@ def test_date_filters_date_a_synced_message_by_its_day_file(workspace: Path, mak
     before = memory.search("reeds pond", options=parse_options({"before": "2026-11-25"})).results
     after = memory.search("reeds pond", options=parse_options({"after": "2026-11-25"})).results
     assert [r.path for r in before] == ["clawgpt-memory/2026-11-24.jsonl"] and after == []
+
+
+def test_a_word_in_most_chunks_is_left_out_of_a_large_index_keyword_query_by_its_stem(
+        workspace: Path, make_memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """informative_terms counts a word by the term FTS5 holds for it: "melanie" is indexed as
+    "melani", and looked up as typed it was never found, so never dropped however common."""
+    from memfs.index import search
+
+    for day in range(1, 25):
+        write(workspace / "memory" / f"2023-05-{day:02d}.md",
+              f"## 10:00 - Melanie\nMelanie talked about the weather on day {day}.\n"
+              + ("Melanie went to a pottery class.\n" if day == 7 else ""))
+    memory = make_memory(workspace, **{"embedding__provider": "none"})
+    memory.index()
+    monkeypatch.setattr(search, "COMMON_TERM_MIN_CHUNKS", 10)  # this index stands for a large one
+    assert search.informative_terms(memory.store, ["melanie", "pottery"]) == ["pottery"]
+    assert search.informative_terms(memory.store, ["melanie", "weather"]) == ["melanie", "weather"]  # none rare
+    monkeypatch.setattr(search, "COMMON_TERM_MIN_CHUNKS", 5000)
+    assert search.informative_terms(memory.store, ["melanie", "pottery"]) == ["melanie", "pottery"]  # small index

@@ -152,9 +152,10 @@ class EmbeddingConfig(_Section):
     @field_validator("late_chunking", mode="before")
     @classmethod
     def _late_as_word(cls, value: object) -> object:
-        if isinstance(value, bool) or str(value).lower() in ("true", "false"):
-            return "all" if str(value).lower() == "true" else "off"
-        return value
+        word = str(value).strip().lower()
+        if isinstance(value, bool) or word in ("true", "false"):
+            return "all" if word == "true" else "off"
+        return word if isinstance(value, str) else value
 
     def texts_per_call(self, default: int) -> int:
         """Texts worth handing the provider in one call: a server is kept busy only by

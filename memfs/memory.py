@@ -479,7 +479,12 @@ class Memory:
         if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
             warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
         warnings += self._file_warnings(results, privacy)
-        backlog = self.backlog(pending)
+        note = self.backlog(pending).line()
+        if chunking := self.store.provisional_paths(include_private=not privacy.shared):
+            shown = ", ".join(chunking[:3]) + (f" and {len(chunking) - 3} more" if len(chunking) > 3 else "")
+            owed = (f"{len(chunking)} big write{'s' if len(chunking) != 1 else ''} still being chunked ({shown}): "
+                    "found by keyword only until then")
+            note = f"{note}; {owed}" if note else owed
         return SearchResponse(
             query=query,
             results=results,
@@ -488,7 +493,7 @@ class Memory:
             generation=generation,
             pending=pending,
             warnings=warnings,
-            pending_note=backlog.line(),
+            pending_note=note,
             waited_ms=waited_ms,
         )
 

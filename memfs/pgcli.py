@@ -4,21 +4,53 @@ driver is imported only when one of these commands runs."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-
+from typing import Any
 
 import click
 
 DSN_HELP = "Admin DSN (a role that may create roles, e.g. the database owner with CREATEROLE); env MEMFS_PG_DSN."
 
 
-def _dsn(given: str | None) -> str:
+def _dsn(given: str | None, how: str = "--dsn DSN") -> str:
     dsn = given or os.environ.get("MEMFS_PG_DSN", "")
     if not dsn:
-        raise click.UsageError("a DSN is needed: pass it (--dsn) or set MEMFS_PG_DSN")
+        raise click.UsageError(f"a DSN is needed: pass it ({how}) or set MEMFS_PG_DSN")
     return dsn
+
+
+def _agent(value: str, option: str) -> str:
+    from memfs.config import AGENT_NAME
+
+    if not AGENT_NAME.match(value):
+        raise click.BadParameter(f"{value!r} is not an agent name memfs accepts: letters, digits, '.', '_' or '-' "
+                                 "(at most 64, not starting with a symbol)", param_hint=option)
+    return value
+
+
+@contextlib.contextmanager
+def _server_errors() -> Iterator[None]:
+    """PgError as it is; any other error from the server (a DSN without the rights, say) in one
+    line, never a traceback."""
+    from memfs.index.pg.connect import PgError
+
+    try:
+        yield
+    except PgError as exc:
+        raise click.ClickException(str(exc)) from None
+    except Exception as exc:
+        import psycopg
+
+        if not isinstance(exc, psycopg.Error):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        hint = (": use the admin DSN (the database owner, with CREATEROLE), not a tenant's"
+                if isinstance(exc, psycopg.errors.InsufficientPrivilege) else "")
+        raise click.ClickException(f"the server refused: {first}{hint}") from None
 
 
 def _workspace_id(value: str) -> uuid.UUID:
@@ -49,21 +81,20 @@ def register(main: click.Group) -> None:
     @click.argument("dsn", required=False)
     def init(dsn: str | None) -> None:
         """Create the memfs schema in the database DSN names, or upgrade it (idempotent)."""
-        from memfs.index.pg.connect import PgError
         from memfs.index.pg.schema import init as init_schema
 
-        try:
-            before, after, vector = init_schema(_dsn(dsn))
-        except PgError as exc:
-            raise click.ClickException(str(exc)) from None
+        with _server_errors():
+            before, after, vector = init_schema(_dsn(dsn, "memfs pg init DSN"))
         what = ("created" if before == 0 else "already current" if before == after
                 else f"upgraded from version {before}")
         click.echo(f"memfs schema version {after}: {what} (pgvector {vector})")
 
     @pg.command("grant")
-    @click.option("--workspace", "-w", "workspace", required=True, metavar="WS",
-                  help="The workspace folder (its id is kept in WS/.memfs-id, made if missing) or its id.")
-    @click.option("--agent", "-a", "agent", required=True, help="The agent whose login this is.")
+    @click.option("--workspace", "-w", "workspace", default=None, metavar="WS",
+                  help="The workspace folder (its id is kept in WS/.memfs-id, made if missing) or its id; "
+                       "default: memfs's own --workspace or MEMFS_WORKSPACE.")
+    @click.option("--agent", "-a", "agent", default=None,
+                  help="The agent whose login this is (default: memfs's own --agent, MEMFS_AGENT, else main).")
     @click.option("--dsn", default=None, help=DSN_HELP)
     @click.option("--shared", is_flag=True, help="The agent's shared-mode role: it never sees private rows.")
     @click.option("--reader", default=None, metavar="OTHER",
@@ -71,19 +102,27 @@ def register(main: click.Group) -> None:
     @click.option("--reader-workspace", default=None, metavar="WS2",
                   help="With --reader: OTHER's workspace, when it is not WS.")
     @click.option("--revoke", is_flag=True, help="With --reader: take that grant back.")
-    def grant(workspace: str, agent: str, dsn: str | None, shared: bool, reader: str | None,
-              reader_workspace: str | None, revoke: bool) -> None:
+    @click.pass_context
+    def grant(ctx: click.Context, workspace: str | None, agent: str | None, dsn: str | None, shared: bool,
+              reader: str | None, reader_workspace: str | None, revoke: bool) -> None:
         """Create or rotate the login role of one (workspace, agent): the last line printed is the
         DSN its mounts and commands use.  With --reader, grant (or --revoke) reading instead."""
-        from memfs.index.pg.connect import PgError
         from memfs.index.pg.roles import grant_login, grant_reader
 
+        given: dict[str, Any] = ctx.find_root().obj or {}
+        workspace = workspace or (str(given["workspace"]) if given.get("workspace") else None) \
+            or os.environ.get("MEMFS_WORKSPACE")
+        if not workspace:
+            raise click.UsageError("which workspace? give --workspace WS (a folder or a workspace id)")
+        agent = _agent(agent or given.get("agent") or os.environ.get("MEMFS_AGENT") or "main", "--agent")
+        if reader is not None:
+            _agent(reader, "--reader")
         if reader is None and (reader_workspace or revoke):
             raise click.UsageError("--reader-workspace and --revoke go with --reader")
         if reader is not None and shared:
             raise click.UsageError("--shared makes a login; --reader grants reading: give one of them")
         owner = _workspace_id(workspace)
-        try:
+        with _server_errors():
             if reader is not None:
                 other = _workspace_id(reader_workspace) if reader_workspace else owner
                 tenant_id, roles = grant_reader(_dsn(dsn), owner, agent, other, reader, revoke)
@@ -91,8 +130,6 @@ def register(main: click.Group) -> None:
                 click.echo(f"{reader} ({', '.join(roles)}) {verb} the public memory of {agent} (tenant {tenant_id})")
                 return
             login = grant_login(_dsn(dsn), owner, agent, shared)
-        except PgError as exc:
-            raise click.ClickException(str(exc)) from None
         what = "created" if login.created else "password rotated"
         click.echo(f"tenant {login.tenant_id} (workspace {owner}, agent {agent}): role {login.role} {what}",
                    err=True)

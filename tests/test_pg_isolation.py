@@ -379,3 +379,31 @@ def test_workspace_id_is_written_once_and_moves_with_the_folder(tmp_path) -> Non
         workspace_id(moved)
     assert (moved / ID_FILE).read_text() == "not a uuid\n"  # never overwritten
     assert uuid.UUID(str(made)).version == 4
+
+
+def test_cli_mistakes_are_one_line_errors(fleet, tmp_path: Path) -> None:
+    """What a newcomer got wrong: a tenant's DSN where the admin's is needed (was a traceback), an
+    agent name memfs refuses elsewhere, a password echoed by a DSN parse error, init's DSN asked
+    for as an option it does not have."""
+    ws = fleet["ws"]
+    tenant = _memfs("pg", "grant", "--workspace", str(ws), "--agent", "c", "--dsn", fleet["a"])
+    assert tenant.returncode == 1 and "Traceback" not in tenant.stderr, tenant.stderr
+    assert "admin DSN" in tenant.stderr and len(tenant.stderr.strip().splitlines()) == 1, tenant.stderr
+    bad = _memfs("pg", "grant", "--workspace", str(ws), "--agent", "Bad Name;drop", "--dsn", fleet["dsn"])
+    assert bad.returncode == 2 and "not an agent name" in bad.stderr, bad.stderr
+    spaced = _memfs("pg", "init", "postgresql://someone:sec ret@127.0.0.1:1/db")
+    assert spaced.returncode == 1 and "not a valid DSN" in spaced.stderr and "sec ret" not in spaced.stderr, spaced
+    unset = _memfs("pg", "init")
+    assert unset.returncode == 2 and "memfs pg init DSN" in unset.stderr and "--dsn" not in unset.stderr, unset.stderr
+
+
+def test_grant_takes_memfs_own_workspace_and_agent(fleet) -> None:
+    """`memfs -w WS -a NAME pg grant` and MEMFS_WORKSPACE work as for every other command; the
+    agent defaults to main."""
+    ws = fleet["ws"]
+    first = _memfs("-w", str(ws), "-a", "a", "pg", "grant", "--dsn", fleet["dsn"])
+    assert first.returncode == 0, first.stderr
+    assert "agent a)" in first.stderr, first.stderr
+    fleet["a"] = first.stdout.strip().splitlines()[-1]  # rotated: later tests use the new password
+    by_env = _memfs("pg", "grant", "--dsn", fleet["dsn"], env={**ENV, "MEMFS_WORKSPACE": str(ws)})
+    assert by_env.returncode == 0 and "agent main)" in by_env.stderr, by_env.stderr

@@ -4,6 +4,7 @@ never a driver traceback."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -38,6 +39,12 @@ def redacted(dsn: str) -> str:
     return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
 
 
+def _unquoted(message: str) -> str:
+    """libpq's parse errors quote the text they stumbled on, which may be a password ("unexpected
+    spaces found in "sec ret""): keep only quoted option names."""
+    return re.sub(r'"([^"]*)"', lambda m: m.group(0) if re.fullmatch(r"[a-z_]+", m.group(1)) else '"..."', message)
+
+
 def connect(dsn: str, autocommit: bool = True) -> psycopg.Connection:
     """A connection, or PgError saying in one line why there is none."""
     psycopg = _driver()
@@ -46,7 +53,7 @@ def connect(dsn: str, autocommit: bool = True) -> psycopg.Connection:
     try:
         options = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:  # type: ignore[attr-defined]
-        raise PgError(f"not a valid DSN: {_first_line(exc)}") from None
+        raise PgError(f"not a valid DSN: {_unquoted(_first_line(exc))}") from None
     extra = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT}
     try:
         # prepare_threshold=None: psycopg's automatic prepared statements cache generic plans,

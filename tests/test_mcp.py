@@ -332,6 +332,8 @@ def test_the_mount_the_cli_and_mcp_answer_a_question_alike(tmp_path: Path, mount
                         answers.append("".join(c.text for c in result.content))
 
         anyio.run(main)
-    assert "clawgpt-memory/2026-11-03.jsonl#L1-L1" in through_mount and "birthday gift" in through_mount
+    # The question, with its answer when the two read alike (late chunking pools both in one chunk).
+    assert re.search(r"clawgpt-memory/2026-11-03\.jsonl#L1-L[12]\b", through_mount), through_mount
+    assert "birthday gift" in through_mount
     assert alone == through_mount
     assert answers == [through_mount, through_mount]

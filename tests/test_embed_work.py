@@ -204,3 +204,25 @@ def test_markdown_is_read_whole_by_default(workspace: Path, make_config, provide
             assert float(stored @ alone) / float(np.linalg.norm(stored)) > 0.995, unit.text
     finally:
         memory.close()
+
+
+def test_an_upgrade_to_late_chats_does_not_read_markdown_again(workspace: Path, make_config,
+                                                                provider: LocalProvider) -> None:
+    """Whole readings are cached as whole readings whatever the setting: an index built with late
+    chunking off (as every index before it) re-embeds its chats when the default reads them late,
+    and finds its Markdown's vectors in the cache."""
+    _copy(workspace, *FILES[0])
+    before = Memory(make_config(workspace, embedding__late_chunking="off"), provider=provider)
+    try:
+        before.index()
+        assert before.pending == 0
+    finally:
+        before.close()
+    read = provider.pieces_read
+    memory = Memory(make_config(workspace), provider=provider)  # rebuilds: its fingerprint changed
+    try:
+        memory.index()
+        assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats"
+        assert provider.pieces_read == read, "Markdown read again"
+    finally:
+        memory.close()

@@ -108,12 +108,14 @@ def reads_late(mode: str, jsonl: bool) -> bool:
     return mode == "late" or (mode == "late-chats" and jsonl)
 
 
-def cache_model(cfg: Config, provider: str, model: str) -> str:
-    """The model name the embedding cache files vectors under: a vector made another way than by
-    reading its text whole is not a whole reading, so it is kept apart (turning a setting off
-    again must not find them)."""
+def cache_model(cfg: Config, provider: str, model: str, jsonl: bool) -> str:
+    """The model name the embedding cache files a chunk's (or its units') vectors under: a vector
+    made another way than by reading its text whole is not a whole reading, so it is kept apart
+    (turning a setting off again must not find them); a whole reading is filed as one whatever
+    the setting, so Markdown read whole under late_chunking = "chats" finds the vectors it had
+    (an upgrade re-embeds the chats, not a year of daily logs)."""
     mode = reading_mode(cfg, provider)
-    return model if mode == "whole" else f"{model}+{mode}"
+    return f"{model}+{mode}" if mode == "once" or reads_late(mode, jsonl) else model
 
 
 class Indexer:
@@ -277,7 +279,7 @@ class Indexer:
         unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
         cached = {}
         name, model, _ = self.identity_source()
-        model = cache_model(self.cfg, name, model)
+        model = cache_model(self.cfg, name, model, jsonl=classify(rel, self.cfg.index.extra_paths).is_jsonl)
         if name != "none":
             wanted = hashes + [h for per_chunk in unit_hashes for h in per_chunk]
             cached = self.store.cached_vectors(name, model, wanted)
@@ -407,8 +409,7 @@ class Indexer:
         """Vectors for the chunks and for those of the units that have none, from one call to
         the model for the readings not in the cache; how many got one."""
         assert self.provider is not None
-        name, model, _ = self.identity_source()
-        model = cache_model(self.cfg, name, model)
+        name, base, _ = self.identity_source()
         wanted = [u for u in units if u.vector is None]
         of_chunk: dict[int, list[StoredUnit]] = {}
         for unit in units:
@@ -418,11 +419,13 @@ class Indexer:
         done = 0
         if spans_of is not None and (late := [c for c in chunks if reads_late(mode, c.jsonl)]):
             ids = {c.id for c in late}
-            done = self._embed_late(name, model, late, [u for u in wanted if u.chunk_id in ids], of_chunk, spans_of)
+            done = self._embed_late(name, cache_model(self.cfg, name, base, jsonl=True), late,
+                                    [u for u in wanted if u.chunk_id in ids], of_chunk, spans_of)
             chunks = [c for c in chunks if c.id not in ids]
             wanted = [u for u in wanted if u.chunk_id not in ids]
             if not chunks and not wanted:
                 return done
+        model = cache_model(self.cfg, name, base, jsonl=False)  # read whole (or once) from here on
         if self.cfg.embedding.read_once:
             parts = {u.id: readings.unit_readings(u) for u in wanted}
             chunk_parts = {c.id: readings.chunk_readings(of_chunk.get(c.id, [])) or [plain(c.text)] for c in chunks}

@@ -17,9 +17,10 @@ part of the word beside them, so leaving them in place changes other tokens too)
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import apsw
 
@@ -42,6 +43,20 @@ def _connection() -> apsw.Connection:
     return _local.connection
 
 
+@contextlib.contextmanager
+def tokenized(bodies: Iterable[str]) -> Iterator[apsw.Connection]:
+    """A connection (this thread's) whose table ``passage_terms`` (FTS5's ``instance`` vocabulary:
+    ``doc``, ``term``, ``offset``) holds the tokens of ``bodies`` as the index would make them,
+    ``doc`` being each body's position; nothing is kept after the block."""
+    conn = _connection()
+    conn.execute("BEGIN")
+    try:
+        conn.executemany("INSERT INTO passages(rowid, body) VALUES (?, ?)", enumerate(bodies))
+        yield conn
+    finally:
+        conn.execute("ROLLBACK")  # the passages were only needed for this answer
+
+
 def terms_present(texts: Sequence[str], terms: Sequence[str]) -> list[frozenset[str]]:
     """For each text (a unit's keyword text before ``plain``: its context, a newline and its
     text), the terms among ``terms`` (single stemmed tokens, as the index holds them) it holds."""
@@ -50,17 +65,11 @@ def terms_present(texts: Sequence[str], terms: Sequence[str]) -> list[frozenset[
     if not wanted or not texts:
         return [frozenset()] * len(texts)
     marks = any(_MARK_TOKEN.fullmatch(t) for t in wanted)
-    conn = _connection()
-    conn.execute("BEGIN")
-    try:
-        conn.executemany("INSERT INTO passages(rowid, body) VALUES (?, ?)",
-                         ((i, _body(text, marks)) for i, text in enumerate(texts)))
+    with tokenized(_body(text, marks) for text in texts) as conn:
         placeholders = ",".join("?" * len(wanted))
         for doc, term in conn.execute(
                 f"SELECT DISTINCT doc, term FROM passage_terms WHERE term IN ({placeholders})", wanted):
             found[doc].add(term)
-    finally:
-        conn.execute("ROLLBACK")  # the passages were only needed for this answer
     return [frozenset(s) for s in found]
 
 

@@ -165,8 +165,12 @@ def match_expression(terms: list[str]) -> str | None:
 def phrase_tokens(term: str) -> tuple[str, ...]:
     """The tokens FTS5 makes of the phrase :func:`match_expression` writes for ``term`` (a CJK
     run: one token a character)."""
-    text = " ".join(term) if CJK_CHAR.search(term) else term
-    return tuple(_tokenizer()(text.encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_QUERY, None,
+    return query_tokens(" ".join(term) if CJK_CHAR.search(term) else term)
+
+
+def query_tokens(phrase: str) -> tuple[str, ...]:
+    """The tokens FTS5 makes of the text of one quoted phrase of a MATCH expression."""
+    return tuple(_tokenizer()(phrase.encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_QUERY, None,
                               include_offsets=False, include_colocated=False))
 
 

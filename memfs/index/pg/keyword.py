@@ -25,15 +25,11 @@ the texts of the chunks that hold all of them (rare, and slower on large CJK ten
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import apsw
-
 from memfs.index.pg.terms import positions
-from memfs.index.store import FTS_TOKENIZER
-from memfs.index.text import fts_body
+from memfs.index.text import fts_body, query_tokens
 
 if TYPE_CHECKING:
     import psycopg
@@ -43,16 +39,6 @@ B = 0.75
 IDF_FLOOR = 1e-6  # FTS5's clamp for a term in half the chunks or more
 
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
-_local = threading.local()
-
-
-def _tokenizer() -> apsw.FTS5Tokenizer:
-    if not hasattr(_local, "tokenizer"):
-        _local.connection = apsw.Connection(":memory:")
-        name, *args = FTS_TOKENIZER.split()
-        _local.tokenizer = _local.connection.fts5_tokenizer(name, args)
-    return _local.tokenizer
-
 
 def phrases(match: str) -> list[tuple[str, ...]]:
     """The phrases of a MATCH expression of quoted strings joined by OR, each as the tokens FTS5
@@ -65,8 +51,7 @@ def phrases(match: str) -> list[tuple[str, ...]]:
             raise ValueError(f"not a MATCH expression of quoted phrases joined by OR: {match!r}")
         position = hit.end()
         text = hit.group(1).replace('""', '"')
-        tokens = _tokenizer()(text.encode("utf-8", "surrogatepass"), apsw.FTS5_TOKENIZE_QUERY, None,
-                              include_offsets=False, include_colocated=False)
+        tokens = query_tokens(text)
         if tokens:
             found.append(tuple(tokens))
     if position != len(match) or not match:

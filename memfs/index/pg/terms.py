@@ -1,9 +1,9 @@
 """The keyword statistics of the PostgreSQL index: what FTS5 keeps inside its index, kept in tables.
 
 A chunk's keyword text is tokenised by SQLite's own FTS5 tokenizer (porter over unicode61, the
-options of :data:`memfs.index.store.FTS_TOKENIZER`), through an in-memory FTS5 table and its
-``instance`` vocabulary, so the terms and the document length are exactly the ones FTS5 counts
-for bm25 (the tokens never leave C one by one).  They are written as postings
+options of :data:`memfs.index.store.FTS_TOKENIZER`), through the in-memory FTS5 table and
+``instance`` vocabulary of :func:`memfs.index.coverage.tokenized`, so the terms and the document
+length are exactly the ones FTS5 counts for bm25 (the tokens never leave C one by one).  They are written as postings
 (``memfs.chunk_terms``: tenant, chunk, term, tf, the chunk's length, private), and per tenant the
 document frequency of each term (``memfs.term_df``) and the number of chunks and their total
 length (``memfs.corpus_stats``), public and private apart as SQLite's two FTS tables keep them.
@@ -18,20 +18,14 @@ role can only lock rows it may see, unlike an advisory lock any role could take 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import apsw
-
-from memfs.index.store import FTS_TOKENIZER
+from memfs.index.coverage import tokenized
 
 if TYPE_CHECKING:
     import psycopg
-
-_local = threading.local()
-
 
 @dataclass(frozen=True)
 class Terms:
@@ -41,28 +35,14 @@ class Terms:
     length: int
 
 
-def _connection() -> apsw.Connection:
-    if not hasattr(_local, "connection"):
-        conn = apsw.Connection(":memory:")
-        conn.execute(f"CREATE VIRTUAL TABLE docs USING fts5(body, tokenize='{FTS_TOKENIZER}', content='');"
-                     "CREATE VIRTUAL TABLE doc_terms USING fts5vocab(docs, instance);")
-        _local.connection = conn
-    return _local.connection
-
-
 def tokenize(bodies: Sequence[str]) -> list[Terms]:
     """The terms of each body (the text FTS5 would be given: :func:`memfs.index.text.fts_body`)."""
     found: list[dict[str, int]] = [{} for _ in bodies]
     if not bodies:
         return []
-    conn = _connection()
-    conn.execute("BEGIN")
-    try:
-        conn.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", enumerate(bodies))
-        for doc, term, count in conn.execute("SELECT doc, term, count(*) FROM doc_terms GROUP BY doc, term"):
+    with tokenized(bodies) as conn:
+        for doc, term, count in conn.execute("SELECT doc, term, count(*) FROM passage_terms GROUP BY doc, term"):
             found[doc][term] = count
-    finally:
-        conn.execute("ROLLBACK")  # the bodies were only needed for their tokens
     return [Terms(tf, sum(tf.values())) for tf in found]
 
 
@@ -71,14 +51,9 @@ def positions(bodies: Sequence[str]) -> list[dict[str, list[int]]]:
     found: list[dict[str, list[int]]] = [{} for _ in bodies]
     if not bodies:
         return []
-    conn = _connection()
-    conn.execute("BEGIN")
-    try:
-        conn.executemany("INSERT INTO docs(rowid, body) VALUES (?, ?)", enumerate(bodies))
-        for doc, term, offset in conn.execute("SELECT doc, term, offset FROM doc_terms"):
+    with tokenized(bodies) as conn:
+        for doc, term, offset in conn.execute("SELECT doc, term, offset FROM passage_terms"):
             found[doc].setdefault(term, []).append(offset)
-    finally:
-        conn.execute("ROLLBACK")
     return found
 
 

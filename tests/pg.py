@@ -15,6 +15,7 @@ import contextlib
 import importlib.util
 import os
 import pwd
+import secrets
 import shutil
 import socket
 import subprocess
@@ -115,3 +116,21 @@ def throwaway_server() -> Iterator[Server]:
             subprocess.run([str(bins / "pg_ctl"), "-D", str(data), "-w", "-t", "30", "-m", "immediate", "stop"],
                            capture_output=True, **user)  # type: ignore[call-overload]
         shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch_database(admin_dsn: str, prefix: str) -> Iterator[str]:
+    """A fresh database on the test server (its DSN), dropped at the end with every memfs role."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    name = f"{prefix}_{secrets.token_hex(4)}"
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield make_conninfo(admin_dsn, dbname=name)
+    finally:
+        with psycopg.connect(admin_dsn, autocommit=True) as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'memfs\\_%%'").fetchall():
+                admin.execute(f'DROP ROLE IF EXISTS "{role}"')

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
-from psycopg.conninfo import make_conninfo  # noqa: E402
+from pg import scratch_database  # noqa: E402
 
 from memfs.index.chunking import chunk_markdown  # noqa: E402
 from memfs.index.pg import keyword, roles, schema, terms  # noqa: E402
@@ -33,18 +33,9 @@ EXTRA = ["running runs ran", '"quoted" words', "东京", "京都 春天", "Carol
 
 @pytest.fixture(scope="module")
 def db(pg_server) -> Iterator[str]:
-    name = f"memfs_kw_{secrets.token_hex(4)}"
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    dsn = make_conninfo(pg_server.dsn, dbname=name)
-    try:
+    with scratch_database(pg_server.dsn, "memfs_kw") as dsn:
         schema.init(dsn)
         yield dsn
-    finally:
-        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'memfs\\_%%'").fetchall():
-                admin.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 def _files(names: list[str]) -> list[tuple[str, str, bool]]:

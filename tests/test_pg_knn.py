@@ -6,7 +6,6 @@ by a reader grant, never come back."""
 
 from __future__ import annotations
 
-import secrets
 import uuid
 from collections.abc import Iterator
 
@@ -14,7 +13,7 @@ import numpy as np
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
-from psycopg.conninfo import make_conninfo  # noqa: E402
+from pg import scratch_database  # noqa: E402
 
 from memfs.index.pg import knn, roles, schema  # noqa: E402
 
@@ -24,18 +23,9 @@ K = 20
 
 @pytest.fixture(scope="module")
 def db(pg_server) -> Iterator[str]:
-    name = f"memfs_knn_{secrets.token_hex(4)}"
-    with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    dsn = make_conninfo(pg_server.dsn, dbname=name)
-    try:
+    with scratch_database(pg_server.dsn, "memfs_knn") as dsn:
         schema.init(dsn)
         yield dsn
-    finally:
-        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'memfs\\_%%'").fetchall():
-                admin.execute(f'DROP ROLE IF EXISTS "{role}"')
 
 
 def _vectors(rng: np.random.Generator, count: int, centers: np.ndarray) -> np.ndarray:

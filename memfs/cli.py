@@ -28,8 +28,22 @@ log = logging.getLogger("memfs")
 
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
-    logging.basicConfig(level=level, format="%(asctime)s memfs[%(process)d] %(levelname)s %(name)s: %(message)s",
-                        stream=sys.stderr)
+    # A command's warnings are for the person who typed it, in the words a CLI uses; -v is for
+    # following what happens, with times, processes and the module that said it.
+    if verbose:
+        logging.basicConfig(level=level, format="%(asctime)s memfs[%(process)d] %(levelname)s %(name)s: %(message)s",
+                            stream=sys.stderr)
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_PlainFormatter())
+    logging.basicConfig(level=level, handlers=[handler])
+
+
+class _PlainFormatter(logging.Formatter):
+    """``memfs: warning: ...``, as a command-line tool says it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return f"memfs: {record.levelname.lower()}: {record.getMessage()}"
 
 
 def global_options(func: Callable[..., Any]) -> Callable[..., Any]:

@@ -42,7 +42,7 @@ from memfs.index.backlog import read as read_backlog
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
 from memfs.index.messages import as_text as messages_as_text
 from memfs.index.messages import parse_jsonl, session_header
-from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, replace_index_file
+from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, fingerprint_change, replace_index_file
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     QUERY_EMBED_CHARS,
     BadOption,
@@ -237,9 +237,9 @@ class Memory:
             self.store.set_fingerprint(wanted, int(wanted["dims"]))  # type: ignore[arg-type]
         elif current != wanted:
             if self._served_elsewhere():
-                log.warning("index %s is in use by another memfs process (a mount or a daemon) that built it with "
-                            "%s; this command uses it as it is (its settings differ: %s)", self.paths.index, current,
-                            wanted)
+                log.warning("these settings differ from those the running mount or daemon indexes with (%s): they "
+                            "take effect when it is mounted or started again; this command uses the index as it is",
+                            fingerprint_change(current, wanted))
                 built = (current.get("provider"), current.get("model"), current.get("dims"))
                 if built != (wanted["provider"], wanted["model"], wanted["dims"]):
                     # Vectors of this command's model would not fit that index: it looks vectors up

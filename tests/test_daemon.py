@@ -121,6 +121,30 @@ def test_other_settings_or_agents_are_answered_in_process(tmp_path: Path, worksp
     assert agent.returncode == 0 and "answered in this process" in agent.stderr and "agent:      work" in agent.stdout
 
 
+def test_settings_that_build_the_index_are_answered_by_its_daemon_saying_when_they_apply(
+        tmp_path: Path, workspace: Path, served: subprocess.Popen) -> None:
+    """Chunking or embedding settings changed while a daemon builds the index: it still answers
+    (from the index it builds, as the client's own process would) and says in words when the
+    change applies; the client's own process says the same, without internal names."""
+    env = base_env(tmp_path)
+    deadline = time.monotonic() + 120  # compare a settled index: the daemon embeds in the background
+    while json.loads(run("status", "--json", "-w", str(workspace), env=env).stdout)["pending"]:
+        assert time.monotonic() < deadline, "the daemon never finished embedding"
+        time.sleep(0.2)
+    same = run("search", "penicillin", "-w", str(workspace), env=env)
+    changed = run("-v", "search", "penicillin", "--set", "chunking.tokens=300", "--set", "embedding.late_chunking=all",
+                  "-w", str(workspace), env=env)
+    assert changed.returncode == 0 and f"answered by the daemon with pid {served.pid}" in changed.stderr, changed.stderr
+    assert changed.stdout == same.stdout
+    assert ("memfs: chunking.tokens, embedding.late_chunking differ from what the running serve indexes with: they "
+            "take effect when it is started again") in changed.stderr
+    alone = run("search", "penicillin", "--set", "chunking.tokens=300", "-w", str(workspace),
+                env={**env, "MEMFS_NO_DAEMON": "1"})
+    assert alone.returncode == 0 and alone.stdout == same.stdout
+    assert alone.stderr.startswith("memfs: warning: these settings differ"), alone.stderr
+    assert "chunking.tokens 400 -> 300" in alone.stderr and "{" not in alone.stderr
+
+
 def test_the_socket_is_the_users_alone(tmp_path: Path, served: subprocess.Popen) -> None:
     folder = run_dir({"MEMFS_STATE_DIR": str(tmp_path / "state")})
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700

@@ -176,8 +176,14 @@ class Daemon:
         try:
             fresh = await trio.to_thread.run_sync(lambda: load_config(**self.launch))
         except ConfigError as exc:
-            log.warning("privacy settings kept as they were: .memfs.toml cannot be used (%s)", exc)
+            log.warning(".memfs.toml cannot be used (%s): this mount keeps the settings it has, and commands run "
+                        "with the workspace's settings fail until it is fixed", exc)
             return
+        now = {key: repr(value) for key, value, _ in self.cfg.leaves()}
+        later = [key for key, value, _ in fresh.leaves() if not key.startswith("privacy.") and now.get(key) != repr(value)]
+        if later:
+            log.warning(".memfs.toml changed %s: this mount keeps what it was mounted with until it is mounted again",
+                        ", ".join(later))
         if fresh.privacy == self.cfg.privacy:
             return
         log.warning("privacy settings changed: private %s, shared mounts may change %s",

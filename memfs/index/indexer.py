@@ -91,6 +91,30 @@ def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object
     }
 
 
+# What each key of the fingerprint is, in the words of the settings that decide it.
+_FINGERPRINT_WORDS = {
+    "provider": "embedding.provider",
+    "model": "embedding.model",
+    "dims": "the embedding's dimensions",
+    "chunk_tokens": "chunking.tokens",
+    "chunk_overlap": "chunking.overlap",
+    "chunker": "the chunker's version",
+    "readings": "how passages are read (embedding.late_chunking, embedding.read_once)",
+}
+
+
+def fingerprint_change(built: dict[str, object], wanted: dict[str, object]) -> str:
+    """How the settings an index was built with differ from ``wanted``, for a person:
+    ``chunking.tokens 400 -> 300; ...``."""
+    def value(fp: dict[str, object], key: str) -> object:
+        return fp.get(key, "whole" if key == "readings" else "none")
+
+    order = list(_FINGERPRINT_WORDS)
+    keys = sorted(set(built) | set(wanted), key=lambda k: (order.index(k) if k in order else len(order), k))
+    return "; ".join(f"{_FINGERPRINT_WORDS.get(key, key)} {value(built, key)} -> {value(wanted, key)}"
+                     for key in keys if value(built, key) != value(wanted, key))
+
+
 def reading_mode(cfg: Config, provider: str) -> str:
     """How the model reads a chunk and its units: "once" (each text once, vectors of several
     made as means: embedding.read_once), "late" (each chunk once, a unit's vector pooled over its

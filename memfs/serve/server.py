@@ -44,6 +44,9 @@ log = logging.getLogger(__name__)
 
 ON_DEMAND = "on-demand"
 TAKES_OVER = ("mount", "serve")  # daemons started by hand, which a daemon started on demand gives way to
+# Settings that decide how the index is built: a running mount or daemon keeps its own until
+# it starts again, and still answers a command whose settings differ only in these.
+BUILDS_THE_INDEX = ("embedding.", "chunking.")
 TAKE_OVER_S = 15.0  # how long one waits for the daemon it stopped (it finishes the request it is answering)
 
 
@@ -250,7 +253,7 @@ class SocketServer:
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             return False
 
-    def settle(self, line: bytes) -> tuple[Config, Invocation, str, dict[str, Any]] | dict[str, Any]:
+    def settle(self, line: bytes) -> tuple[Config, Invocation, str, dict[str, Any], str] | dict[str, Any]:
         """Whether a request is this daemon's to answer: its configuration settled as the CLI
         would settle it, equal to the daemon's own.  Returns what to run, or the reply saying
         ``elsewhere`` (the client then answers in its own process); never raises."""
@@ -291,11 +294,23 @@ class SocketServer:
         if cfg.mode == "main" and self.cfg.mode != "main":
             # A shared mount's daemon serves shared readers only, whatever a caller asks.
             return {"status": "elsewhere", "why": "a shared-mode daemon does not answer the main mode"}
-        if answer_settings(cfg) != answer_settings(self.memory.cfg):  # privacy may have changed live
-            return {"status": "elsewhere", "why": "another workspace, agent or settings"}
-        return cfg, invocation, str(request["command"]), args
+        mine, theirs = answer_settings(self.memory.cfg), answer_settings(cfg)  # privacy may have changed live
+        differ = sorted(key for key in mine.keys() | theirs.keys() if mine.get(key) != theirs.get(key))
+        note = ""
+        if differ:
+            if self.kind == ON_DEMAND or not all(key.startswith(BUILDS_THE_INDEX) for key in differ):
+                return {"status": "elsewhere", "why": "another workspace, agent or settings"}
+            # Settings that decide how the index is built, changed under a running mount: the
+            # index is the one it builds, so it answers (as the client's own process would
+            # answer from this index), and says when the change takes effect.
+            cfg = cfg.model_copy(update={"embedding": self.memory.cfg.embedding, "chunking": self.memory.cfg.chunking})
+            again = "mounted" if self.kind == "mount" else "started"
+            note = (f"memfs: {', '.join(differ)} differ from what the running {self.kind} indexes with: they take "
+                    f"effect when it is {again} again\n")
+        return cfg, invocation, str(request["command"]), args, note
 
-    def answer(self, cfg: Config, invocation: Invocation, command: str, args: dict[str, Any]) -> dict[str, Any]:
+    def answer(self, cfg: Config, invocation: Invocation, command: str, args: dict[str, Any],
+               note: str = "") -> dict[str, Any]:
         """The command's answer.  Once a command runs it is answered here, error or not: running
         it again in the client could append or store twice."""
         try:
@@ -303,6 +318,7 @@ class SocketServer:
         except Exception as exc:
             log.warning("%s for a client failed: %s", command, exc)
             answer = Answer(error=f"{command} failed: {exc}")
+        answer.stderr = note + answer.stderr
         return {"status": "ok", "answer": answer.as_dict(), "pid": os.getpid()}
 
 

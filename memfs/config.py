@@ -551,7 +551,11 @@ def _check_postgres(cfg: Config, env: typing.Mapping[str, str]) -> None:
     if not cfg.index.dsn:
         raise ConfigError("index.backend = postgres needs a DSN: set index.dsn (the one `memfs pg grant` printed) "
                           "or MEMFS_PG_DSN")
-    if importlib.util.find_spec("psycopg") is None:
+    try:
+        driver = importlib.util.find_spec("psycopg")
+    except ValueError:  # imported as None: hidden on purpose
+        driver = None
+    if driver is None:
         raise ConfigError("index.backend = postgres needs the PostgreSQL driver: pip install 'memfs[postgres]'")
 
 

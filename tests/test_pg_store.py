@@ -1,0 +1,191 @@
+"""The index on PostgreSQL (memfs.index.pg.store) through Memory and a real mount: the same
+answers as SQLite, one tenant's store blind to another's rows, and one-line errors at start for a
+backend that cannot work (no DSN, no driver, a wrong password, a server that is not there)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import write
+
+psycopg = pytest.importorskip("psycopg")
+
+from memfs.config import ConfigError, load_config  # noqa: E402
+from memfs.index.pg.connect import PgError  # noqa: E402
+from memfs.index.pg.store import PgStore  # noqa: E402
+from memfs.index.store import Store  # noqa: E402
+from memfs.memory import IndexBusy, Memory, parse_options  # noqa: E402
+from memfs.workspace import init_workspace  # noqa: E402
+from memfs.workspaceid import workspace_id  # noqa: E402
+
+QUERIES = ["When did Caroline go to the LGBTQ support group?", "a painting of the sun coming up over the lake",
+           "camping with the kids", "adoption agencies", "Melanie pottery class"]
+
+
+def test_postgres_answers_as_sqlite(workspace: Path, tmp_path: Path, make_config, pg_index, locomo_day) -> None:
+    """The same workspace indexed in both: the same results, scores and snippets."""
+    locomo_day(workspace)
+    write(workspace / "MEMORY.md", "# Memory\n\n- Caroline's favourite colour is teal.\n")
+    lite = Memory(make_config(workspace))
+    pg = Memory(make_config(workspace, index__backend="postgres", index__dsn=pg_index(workspace, "main")))
+    try:
+        assert isinstance(lite.store, Store) and isinstance(pg.store, PgStore)
+        lite.index()
+        pg.index()
+        assert pg.store.counts() == {**lite.store.counts(), "cached_embeddings": pg.store.counts()["cached_embeddings"]}
+        for query in QUERIES + ["teal colour"]:
+            for mode in ("main", "shared"):
+                a = lite.search(query, min_score=0, mode=mode)
+                b = pg.search(query, min_score=0, mode=mode)
+                assert [(r.path, r.start_line, r.end_line, r.snippet) for r in a.results] == \
+                       [(r.path, r.start_line, r.end_line, r.snippet) for r in b.results], (query, mode)
+                for x, y in zip(a.results, b.results):
+                    assert abs(x.score - y.score) < 1e-4 and abs(x.text_score - y.text_score) < 1e-6, (query, x, y)
+        # A scoped search (a condition on the chunks) and a rewrite, a rename and a removal.
+        for values in ({"in": "memory"}, {"after": "2023-05-01", "before": "2023-06-01"}):
+            scoped = [[(r.path, r.start_line, round(r.score, 4)) for r in m.search(
+                "Caroline support group", min_score=0, options=parse_options(values)).results] for m in (lite, pg)]
+            assert scoped[0] == scoped[1] and scoped[0], values
+        for memory in (lite, pg):
+            write(workspace / "memory" / "2026-01-02.md", "# 2026-01-02\n\n- Bought a kayak called Zephyrine.\n")
+            memory.file_changed("memory/2026-01-02.md")
+        assert [r.path for r in pg.search("Zephyrine").results] == ["memory/2026-01-02.md"]
+        (workspace / "memory" / "2026-01-02.md").rename(workspace / "memory" / "2026-01-03.md")
+        for memory in (lite, pg):
+            memory.file_moved("memory/2026-01-02.md", "memory/2026-01-03.md")
+        assert [r.path for r in pg.search("Zephyrine").results] == ["memory/2026-01-03.md"]
+        assert [r.path for r in lite.search("Zephyrine").results] == ["memory/2026-01-03.md"]
+        assert pg.store.check() == "ok"
+    finally:
+        lite.close()
+        pg.close()
+
+
+def test_a_tenant_store_sees_nothing_of_another(tmp_path: Path, make_config, pg_index) -> None:
+    """Two agents of one workspace and an agent of another: each store's keyword, vector,
+    chunk and file reads hold its own rows alone, though chunk ids are the same numbers."""
+    ws_a, ws_b = tmp_path / "a", tmp_path / "b"
+    for ws, word in ((ws_a, "Quillfeather"), (ws_b, "Brambleworth")):
+        init_workspace(ws)
+        write(ws / "memory" / "2026-02-01.md", f"# 2026-02-01\n\n- The secret word is {word}.\n")
+        write(ws / "MEMORY.md", f"# Memory\n\n- Private: {word} is the vault code.\n")
+    a = Memory(make_config(ws_a, index__backend="postgres", index__dsn=pg_index(ws_a, "main")))
+    b = Memory(make_config(ws_b, index__backend="postgres", index__dsn=pg_index(ws_b, "main")))
+    b2 = Memory(make_config(ws_b, "other", index__backend="postgres", index__dsn=pg_index(ws_b, "other")))
+    try:
+        for memory in (a, b, b2):
+            memory.index()
+        assert a.search("Quillfeather").results and not a.search("Brambleworth", min_score=0).results
+        assert b.search("Brambleworth").results and not b.search("Quillfeather", min_score=0).results
+        assert b2.search("Brambleworth").results  # its own copy of the same files: its own rows
+        store = a.store
+        assert isinstance(store, PgStore)
+        ids = range(1, 50)
+        everything = " ".join(c.text for c in store.chunks_by_id(ids).values())
+        assert "Quillfeather" in everything and "Brambleworth" not in everything
+        assert store.keyword_candidates('"brambleworth"', 10) == []
+        assert store.doc_frequencies(["brambleworth"])[0] == {"brambleworth": 0}
+        query = b.provider.embed(["Brambleworth is the vault code"])[0]
+        near = store.vector_candidates(query, 50)
+        assert near and {cid for cid, _ in near} <= set(store.chunks_by_id([cid for cid, _ in near]))
+        assert all("Brambleworth" not in u.text for u in store.units_of(ids))
+        assert [f.path for f in store.files()] == [f.path for f in a.store.files()]
+        assert all(f.path in ("MEMORY.md", "memory/2026-02-01.md") or not f.path.startswith("memory/2026-02")
+                   for f in store.files())
+        # The right DSN for the wrong tenant: refused, in one line.
+        with pytest.raises(PgError, match="is not the login of agent 'main' of workspace"):
+            PgStore(pg_index(ws_a, "main"), workspace_id(ws_b), "main")
+    finally:
+        for memory in (a, b, b2):
+            memory.close()
+
+
+def test_shared_mode_on_postgres_hides_private_rows(workspace: Path, make_config, pg_index) -> None:
+    write(workspace / "MEMORY.md", "# Memory\n\n- PRIVATE-MARKER-7741: the spare key is under the pot.\n")
+    write(workspace / "memory" / "2026-03-01.md", "# 2026-03-01\n\n- The spare bike is in the shed.\n")
+    memory = Memory(make_config(workspace, index__backend="postgres", index__dsn=pg_index(workspace, "main")))
+    try:
+        memory.index()
+        assert memory.search("PRIVATE-MARKER-7741").results
+        shared = memory.search("PRIVATE-MARKER-7741 spare key", min_score=0, mode="shared")
+        assert all("MEMORY.md" != r.path and "PRIVATE-MARKER" not in r.snippet for r in shared.results)
+        assert memory.store.counts(include_private=False)["files"] == memory.store.counts()["files"] - 1
+    finally:
+        memory.close()
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"index.backend": "mysql"}, "index.backend = 'mysql': Input should be 'sqlite' or 'postgres'"),
+    ({"index.backend": "postgres"}, "index.backend = postgres needs a DSN: set index.dsn"),
+])
+def test_backend_settings_are_checked(tmp_path: Path, settings: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(workspace=tmp_path, env={}, overrides=list(settings.items()))
+    assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_the_dsn_may_come_from_the_environment(tmp_path: Path) -> None:
+    cfg = load_config(workspace=tmp_path, env={"MEMFS_PG_DSN": "host=db.example user=t"},
+                      overrides=[("index.backend", "postgres")])
+    assert cfg.index.dsn == "host=db.example user=t" and cfg.sources["index.dsn"] == "env MEMFS_PG_DSN"
+
+
+def test_no_driver_is_one_line(tmp_path: Path) -> None:
+    """Without psycopg (hidden from this interpreter), the setting says what to install."""
+    code = ("import sys; sys.modules['psycopg'] = None\n"
+            "from memfs.config import load_config, ConfigError\n"
+            "try:\n"
+            f"    load_config(workspace={str(tmp_path)!r}, env={{}}, overrides=[('index.backend', 'postgres'), "
+            "('index.dsn', 'host=x')])\n"
+            "except ConfigError as exc:\n"
+            "    print(exc)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == ("index.backend = postgres needs the PostgreSQL driver: "
+                                  "pip install 'memfs[postgres]'"), out.stderr
+
+
+def test_a_server_that_refuses_is_a_one_line_error_at_start(workspace: Path, tmp_path: Path, make_config,
+                                                             pg_index) -> None:
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    good = pg_index(workspace, "main")
+    wrong_password = make_conninfo(good, password="not-the-password")
+    nobody = make_conninfo(good, host="127.0.0.1", port=str(_closed_port()))
+    for dsn, reason in ((wrong_password, "password authentication failed"), (nobody, "Connection refused")):
+        with pytest.raises(IndexBusy) as caught:
+            Memory(make_config(workspace, index__backend="postgres", index__dsn=dsn))
+        text = str(caught.value)
+        assert text.startswith("index.backend = postgres: cannot connect") and reason in text, text
+        assert "not-the-password" not in text and "\n" not in text
+    # The CLI says it in one line too, and exits non-zero.
+    from mounts import memfs_cli
+
+    out = memfs_cli("search", "anything", "-w", str(workspace), "--set", "index.backend=postgres",
+                    "--set", f"index.dsn={wrong_password}", env={"MEMFS_STATE_DIR": str(tmp_path / "state")})
+    assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
+    assert "password authentication failed" in out.stderr and "not-the-password" not in out.stderr
+    assert conninfo_to_dict(good)["user"] in out.stderr
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_search_file_on_a_mount_with_postgres(workspace: Path, mount_factory, pg_index) -> None:
+    """A memory file written through a real mount is found by ``cat search/<q>.md``."""
+    mounted = mount_factory(workspace, "main", "--set", "index.backend=postgres",
+                            "--set", f"index.dsn={pg_index(workspace, 'main')}")
+    note = mounted.mnt / "memory" / "2026-04-01.md"
+    note.parent.mkdir(exist_ok=True)
+    note.write_text("# 2026-04-01\n\n- Adopted a tortoise named Wobblesworth.\n")
+    found = (mounted.mnt / "search" / "tortoise Wobblesworth.md").read_text()
+    assert "memory/2026-04-01.md#L3" in found and "Wobblesworth" in found
+    with psycopg.connect(pg_index(workspace, "main")) as conn:  # and the rows are the server's
+        assert conn.execute("SELECT count(*) FROM memfs.chunks WHERE path = 'memory/2026-04-01.md'").fetchone()[0] == 1

@@ -190,3 +190,34 @@ def test_search_file_on_a_mount_with_postgres(workspace: Path, mount_factory, pg
     assert "memory/2026-04-01.md#L1-L3" in found and "Wobblesworth" in found
     with psycopg.connect(pg_index(workspace, "main")) as conn:  # and the rows are the server's
         assert conn.execute("SELECT count(*) FROM memfs.chunks WHERE path = 'memory/2026-04-01.md'").fetchone()[0] == 1
+
+
+def test_a_big_write_is_provisional_then_exact_on_both(workspace: Path, make_config, pg_index) -> None:
+    """A big write's keyword-only chunks (memfs.index.deferred), then its exact ones: the same
+    answers from both backends at each step."""
+    lines = [f"- Line {i}: the weather was mild and the garden quiet." for i in range(400)]
+    lines.append("- The Xylophonist closed the day.")
+    write(workspace / "memory" / "2026-05-01.md", "# 2026-05-01\n\n" + "\n".join(lines) + "\n")
+    settings = {"embedding__provider": "none", "index__defer_mb": "0.001"}
+    both = [Memory(make_config(workspace, **settings)),
+            Memory(make_config(workspace, index__backend="postgres", index__dsn=pg_index(workspace, "main"), **settings))]
+
+    def answers(memory: Memory) -> list[tuple]:
+        return [(r.path, r.start_line, r.end_line, r.snippet, r.score) for r in memory.search("Xylophonist").results]
+
+    try:
+        for memory in both:
+            outcome = memory.file_changed("memory/2026-05-01.md", defer=True)
+            assert outcome.provisional and memory.provisional_paths() == ["memory/2026-05-01.md"]
+            assert memory.store.counts()["pending"] == 0  # provisional chunks never wait for a vector
+        first = [answers(m) for m in both]
+        assert first[0] == first[1] and first[0][0][2] == len(lines) + 2
+        for memory in both:
+            memory.complete("memory/2026-05-01.md")
+            assert memory.provisional_paths() == []
+        exact = [answers(m) for m in both]
+        assert exact[0] == exact[1] and "Xylophonist" in exact[0][0][3]
+        assert both[0].store.counts() == both[1].store.counts()
+    finally:
+        for memory in both:
+            memory.close()

@@ -122,6 +122,7 @@ def make_config(state_dir: Path, index_backend: str, request: pytest.FixtureRequ
         overrides = [("state_dir", str(state_dir))]
         if index_backend == "postgres" and "index__backend" not in settings:
             login = request.getfixturevalue("pg_index")
+            workspace.mkdir(parents=True, exist_ok=True)  # its id (.memfs-id) names its tenant
             overrides += [("index.backend", "postgres"), ("index.dsn", login(workspace, agent))]
         overrides += [(key.replace("__", "."), value) for key, value in settings.items()]
         return load_config(workspace=workspace, agent=agent, env={}, overrides=overrides)

@@ -347,8 +347,16 @@ class Config(_Section):
         return self._sources
 
     def leaves(self) -> list[tuple[str, Any, str]]:
-        """Every (dotted key, value, source) of the tree, in declaration order."""
-        return [(key, value, self._sources.get(key, "default")) for key, value in _walk(self)]
+        """Every (dotted key, value, source) of the tree, in declaration order (a DSN's password
+        left out: `memfs config` prints them)."""
+        return [(key, without_password(value) if key == "index.dsn" else value, self._sources.get(key, "default"))
+                for key, value in _walk(self)]
+
+
+def without_password(dsn: str) -> str:
+    """A DSN (key=value or URI form) with its password replaced by ``***``."""
+    dsn = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+    return re.sub(r"^(\w+://[^:/@]*):[^@]*@", r"\1:***@", dsn)
 
 
 WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-memory")

@@ -14,6 +14,7 @@ from conftest import write
 psycopg = pytest.importorskip("psycopg")
 
 from memfs.config import ConfigError, load_config  # noqa: E402
+from memfs.index.interface import IndexStore  # noqa: E402
 from memfs.index.pg.connect import PgError  # noqa: E402
 from memfs.index.pg.store import PgStore  # noqa: E402
 from memfs.index.store import Store  # noqa: E402
@@ -33,6 +34,7 @@ def test_postgres_answers_as_sqlite(workspace: Path, tmp_path: Path, make_config
     pg = Memory(make_config(workspace, index__backend="postgres", index__dsn=pg_index(workspace, "main")))
     try:
         assert isinstance(lite.store, Store) and isinstance(pg.store, PgStore)
+        assert isinstance(lite.store, IndexStore) and isinstance(pg.store, IndexStore)
         lite.index()
         pg.index()
         assert pg.store.counts() == {**lite.store.counts(), "cached_embeddings": pg.store.counts()["cached_embeddings"]}
@@ -58,6 +60,13 @@ def test_postgres_answers_as_sqlite(workspace: Path, tmp_path: Path, make_config
             memory.file_moved("memory/2026-01-02.md", "memory/2026-01-03.md")
         assert [r.path for r in pg.search("Zephyrine").results] == ["memory/2026-01-03.md"]
         assert [r.path for r in lite.search("Zephyrine").results] == ["memory/2026-01-03.md"]
+        assert pg.store.check() == "ok"
+        # A rebuild empties the tenant and refills it from the files: the same answers after.
+        before = [(r.path, r.start_line, round(r.score, 4)) for r in pg.search(QUERIES[0], min_score=0).results]
+        generation = pg.store.generation
+        pg.rebuild()
+        assert pg.store.generation > generation and pg.store.counts()["pending"] == 0
+        assert [(r.path, r.start_line, round(r.score, 4)) for r in pg.search(QUERIES[0], min_score=0).results] == before
         assert pg.store.check() == "ok"
     finally:
         lite.close()
@@ -132,6 +141,22 @@ def test_the_dsn_may_come_from_the_environment(tmp_path: Path) -> None:
     cfg = load_config(workspace=tmp_path, env={"MEMFS_PG_DSN": "host=db.example user=t"},
                       overrides=[("index.backend", "postgres")])
     assert cfg.index.dsn == "host=db.example user=t" and cfg.sources["index.dsn"] == "env MEMFS_PG_DSN"
+
+
+def test_memfs_config_never_prints_the_password(tmp_path: Path) -> None:
+    from mounts import memfs_cli
+
+    from memfs.invocation import answer_settings
+
+    dsn = "host=db.example user=t1 password=Hunter2-Secret dbname=memfs"
+    out = memfs_cli("config", "-w", str(tmp_path), "--set", "index.backend=postgres", "--set", f"index.dsn={dsn}")
+    assert out.returncode == 0, out.stderr
+    assert "index.dsn" in out.stdout and "password=***" in out.stdout and "Hunter2-Secret" not in out.stdout
+    # A daemon started with one password does not answer a client holding another.
+    cfgs = [load_config(workspace=tmp_path, env={}, overrides=[("index.backend", "postgres"), ("index.dsn", d)])
+            for d in (dsn, dsn.replace("Hunter2-Secret", "rotated"))]
+    first, second = (answer_settings(c) for c in cfgs)
+    assert first != second and "Hunter2-Secret" not in repr(first)
 
 
 def test_no_driver_is_one_line(tmp_path: Path) -> None:
@@ -221,3 +246,22 @@ def test_a_big_write_is_provisional_then_exact_on_both(workspace: Path, make_con
     finally:
         for memory in both:
             memory.close()
+
+
+def test_both_stores_have_every_method_of_the_interface() -> None:
+    """Each method of IndexStore is on both stores, with the same parameters and defaults."""
+    import inspect
+
+    members = {n: m for n, m in vars(IndexStore).items() if not n.startswith("_")}
+    assert {"replace_file", "keyword_top", "vector_candidates", "store_embedded", "batch", "settle"} <= set(members)
+    for name, member in members.items():
+        for cls in (Store, PgStore):
+            assert hasattr(cls, name) or name in ("backend", "lock", "outdated"), (cls, name)
+            if inspect.isfunction(member):
+                want = [(p.name, p.default) for p in inspect.signature(member).parameters.values()]
+                have = [(p.name, p.default) for p in inspect.signature(getattr(cls, name)).parameters.values()]
+                assert have == want, (cls.__name__, name)
+            elif isinstance(member, property):
+                assert isinstance(getattr(cls, name), property), (cls.__name__, name)
+    for cls in (Store, PgStore):
+        assert cls.backend in ("sqlite", "postgres")

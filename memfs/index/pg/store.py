@@ -82,6 +82,7 @@ class PgStore:
     def __init__(self, dsn: str, workspace: uuid.UUID, agent: str) -> None:
         self.lock = threading.RLock()
         self.outdated = False
+        self._has_vectors = False
         self.dsn = dsn
         self.conn = connect(dsn)
         try:
@@ -169,6 +170,7 @@ class PgStore:
             conn.execute("DELETE FROM memfs.meta WHERE tenant_id = %s AND key NOT IN "
                          "('generation', 'content_generation')", (self.tenant,))
             conn.execute("UPDATE memfs.meta SET value = (value::bigint + 1)::text WHERE tenant_id = %s", (self.tenant,))
+            self._has_vectors = False
 
     def get_meta(self, key: str) -> str | None:
         with self.lock:
@@ -197,7 +199,9 @@ class PgStore:
 
     @property
     def has_vectors(self) -> bool:
-        return bool(int(self.get_meta("dims") or 0))
+        if not self._has_vectors:  # once a tenant has a dimension it keeps it (clear() forgets it)
+            self._has_vectors = bool(int(self.get_meta("dims") or 0))
+        return self._has_vectors
 
     @property
     def generation(self) -> int:

@@ -152,8 +152,10 @@ class Memory:
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
         # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
-        self._using = open(str(self.paths.index) + ".lock", "a")
-        with open(str(self.paths.index) + ".setup", "a") as setup:
+        # (An index on PostgreSQL is another index than the SQLite file of the same name: its own lock.)
+        held = str(self.paths.index) + (".pg" if cfg.index.backend == "postgres" else "")
+        self._using = open(held + ".lock", "a")
+        with open(held + ".setup", "a") as setup:
             fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
             try:
                 self.store: IndexStore = open_store(cfg, self.paths.index, self.paths.cache)

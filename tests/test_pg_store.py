@@ -242,7 +242,10 @@ def test_a_big_write_is_provisional_then_exact_on_both(workspace: Path, make_con
             assert memory.provisional_paths() == []
         exact = [answers(m) for m in both]
         assert exact[0] == exact[1] and "Xylophonist" in exact[0][0][3]
-        assert both[0].store.counts() == both[1].store.counts()
+        counts = [m.store.counts() for m in both]
+        for count in counts:
+            count.pop("cached_embeddings")  # postgres's is the fleet's
+        assert counts[0] == counts[1]
     finally:
         for memory in both:
             memory.close()

@@ -165,8 +165,12 @@ def doc_frequencies(conn: psycopg.Connection, tenant_id: int, terms: Sequence[st
     """How many of the tenant's chunks hold each (stemmed) term, and how many chunks there are,
     as :meth:`memfs.index.store.Store.doc_frequencies` answers."""
     privacies = [False, True] if include_private else [False]
-    total = conn.execute("SELECT coalesce(sum(chunks), 0) FROM memfs.corpus_stats WHERE tenant_id = %s "
-                         "AND private = ANY (%s)", (tenant_id, privacies)).fetchone()[0]
-    counts = dict(conn.execute("SELECT term, sum(df) FROM memfs.term_df WHERE tenant_id = %s AND private = ANY (%s) "
-                               "AND term = ANY (%s) GROUP BY term", (tenant_id, privacies, list(terms))).fetchall())
-    return {t: int(counts.get(t, 0)) for t in terms}, int(total)
+    # One statement (the total rides along each row, or alone when no term is known).
+    rows = conn.execute(
+        "WITH total AS (SELECT coalesce(sum(chunks), 0) AS n FROM memfs.corpus_stats WHERE tenant_id = %(t)s "
+        "AND private = ANY (%(p)s)), df AS (SELECT term, sum(df) AS df FROM memfs.term_df WHERE tenant_id = %(t)s "
+        "AND private = ANY (%(p)s) AND term = ANY (%(terms)s) GROUP BY term) "
+        "SELECT total.n, df.term, df.df FROM total LEFT JOIN df ON true",
+        {"t": tenant_id, "p": privacies, "terms": list(terms)}).fetchall()
+    counts = {r[1]: r[2] for r in rows if r[1] is not None}
+    return {t: int(counts.get(t, 0)) for t in terms}, int(rows[0][0])

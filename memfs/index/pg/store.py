@@ -422,11 +422,10 @@ class PgStore:
         if not self.has_vectors:
             return 0
         with self.lock:
-            chunks = self.conn.execute("SELECT count(*) FROM memfs.chunks WHERE tenant_id = %s AND NOT embedded",
-                                       (self.tenant,)).fetchone()[0]
-            units = self.conn.execute("SELECT count(*) FROM memfs.units WHERE tenant_id = %s AND packed IS NULL",
-                                      (self.tenant,)).fetchone()[0]
-        return int(chunks) + int(units)
+            row = self.conn.execute("SELECT (SELECT count(*) FROM memfs.chunks WHERE tenant_id = %s AND NOT embedded) "
+                                    "+ (SELECT count(*) FROM memfs.units WHERE tenant_id = %s AND packed IS NULL)",
+                                    (self.tenant, self.tenant)).fetchone()
+        return int(row[0])
 
     def any_private(self, chunk_ids: Sequence[int]) -> bool:
         if not chunk_ids:
@@ -442,13 +441,14 @@ class PgStore:
         wanted = list(chunk_ids)
         if not wanted:
             return []
-        with self.lock:
-            rows = self.conn.execute(f"SELECT {_UNIT_COLUMNS} FROM memfs.units WHERE tenant_id = %s AND "
-                                     "chunk_id = ANY (%s) ORDER BY chunk_id, start_line, unit_id",
-                                     (self.tenant, wanted)).fetchall()
-            lines = self.conn.execute("SELECT chunk_id, start_line, text FROM memfs.chunks WHERE tenant_id = %s AND "
-                                      "provisional AND chunk_id = ANY (%s)", (self.tenant, wanted)).fetchall()
-        units = [_unit(r) for r in rows]
+        with self.lock:  # one statement: a provisional chunk comes as a row with no unit id
+            rows = self.conn.execute(
+                f"SELECT {_UNIT_COLUMNS} FROM memfs.units WHERE tenant_id = %s AND chunk_id = ANY (%s) "
+                "UNION ALL SELECT NULL, chunk_id, start_line, 0, '', text, '', NULL, '' FROM memfs.chunks "
+                "WHERE tenant_id = %s AND provisional AND chunk_id = ANY (%s)",
+                (self.tenant, wanted, self.tenant, wanted)).fetchall()
+        lines = [(r[1], r[2], r[5]) for r in rows if r[0] is None]
+        units = sorted((_unit(r) for r in rows if r[0] is not None), key=lambda u: (u.chunk_id, u.start_line, u.id))
         if not lines:
             return units
         for chunk_id, start_line, text in lines:

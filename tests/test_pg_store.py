@@ -4,6 +4,7 @@ backend that cannot work (no DSN, no driver, a wrong password, a server that is 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -194,6 +195,13 @@ def test_a_server_that_refuses_is_a_one_line_error_at_start(workspace: Path, tmp
     assert out.returncode != 0 and "Traceback" not in out.stderr, out.stderr
     assert "password authentication failed" in out.stderr and "not-the-password" not in out.stderr
     assert conninfo_to_dict(good)["user"] in out.stderr
+    # So does a mount, which never mounts.
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    out = memfs_cli("mount", str(workspace), str(mnt), "--set", "index.backend=postgres",
+                    "--set", f"index.dsn={nobody}", env={"MEMFS_STATE_DIR": str(tmp_path / "state")})
+    assert out.returncode != 0 and "Traceback" not in out.stderr and "Connection refused" in out.stderr, out.stderr
+    assert not os.path.ismount(mnt)
 
 
 def _closed_port() -> int:

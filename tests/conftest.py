@@ -95,9 +95,9 @@ def both_backends(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def pg_index(pg_server) -> Iterator[Callable[[Path, str], str]]:
+def pg_index(pg_server) -> Iterator[Callable[..., str]]:
     """A database with the memfs schema on the test server, and a function giving the login DSN
-    of (workspace, agent) (granted once: ``memfs pg grant``'s own code)."""
+    of (workspace, agent), or of its shared-mode role (granted once: ``memfs pg grant``'s code)."""
     from pg import scratch_database
 
     from memfs.index.pg import roles, schema
@@ -105,12 +105,12 @@ def pg_index(pg_server) -> Iterator[Callable[[Path, str], str]]:
 
     with scratch_database(pg_server.dsn, "memfs_index") as admin:
         schema.init(admin)
-        logins: dict[tuple[str, str], str] = {}
+        logins: dict[tuple[str, str, bool], str] = {}
 
-        def login(workspace: Path, agent: str) -> str:
-            key = (str(workspace_id(workspace)), agent)
+        def login(workspace: Path, agent: str, shared: bool = False) -> str:
+            key = (str(workspace_id(workspace)), agent, shared)
             if key not in logins:
-                logins[key] = roles.grant_login(admin, workspace_id(workspace), agent).dsn
+                logins[key] = roles.grant_login(admin, workspace_id(workspace), agent, shared).dsn
             return logins[key]
 
         yield login

@@ -128,6 +128,22 @@ def test_shared_mode_on_postgres_hides_private_rows(workspace: Path, make_config
         memory.close()
 
 
+def test_a_shared_mode_login_indexes_and_finds_only_public_rows(workspace: Path, make_config, pg_index) -> None:
+    """A shared-mode mount on the agent's shared role: private files are not its to store."""
+    write(workspace / "MEMORY.md", "# Memory\n\n- PRIVATE-MARKER-3319: the safe code is 4471.\n")
+    write(workspace / "memory" / "2026-03-02.md", "# 2026-03-02\n\n- The safe is in the study.\n")
+    shared = Memory(make_config(workspace, mode="shared", index__backend="postgres",
+                                index__dsn=pg_index(workspace, "main", shared=True)))
+    try:
+        shared.index()
+        assert [f.path for f in shared.store.files()] == ["memory/2026-03-02.md"]
+        assert [r.path for r in shared.search("safe code").results] == ["memory/2026-03-02.md"]
+        assert all(r.path != "MEMORY.md" and "4471" not in r.snippet
+                   for r in shared.search("PRIVATE-MARKER-3319 safe code", min_score=0).results)
+    finally:
+        shared.close()
+
+
 @pytest.mark.parametrize("settings,message", [
     ({"index.backend": "mysql"}, "index.backend = 'mysql': Input should be 'sqlite' or 'postgres'"),
     ({"index.backend": "postgres"}, "index.backend = postgres needs a DSN: set index.dsn"),

@@ -270,6 +270,10 @@ class PgStore:
     ) -> int:
         """As :meth:`memfs.index.store.Store.replace_file`: a file's chunks (from ``from_line``)
         swapped for new ones in one transaction; how many still need an embedding."""
+        if record.private and not self.sees_private:
+            # A shared-mode login may not hold private rows (row-level security refuses them):
+            # its mounts index what they may see, and the agent's own login the rest.
+            return 0
         pending = 0
         private = bool(record.private)
         jsonl = bool(FileKind(record.kind).is_jsonl) if record.kind in _KINDS and not provisional else False

@@ -62,6 +62,8 @@ def test_postgres_answers_as_sqlite(workspace: Path, tmp_path: Path, make_config
         assert [r.path for r in pg.search("Zephyrine").results] == ["memory/2026-01-03.md"]
         assert [r.path for r in lite.search("Zephyrine").results] == ["memory/2026-01-03.md"]
         assert pg.store.check() == "ok"
+        status = pg.status()
+        assert status["index_bytes"] > 0 and status["chunks"] == lite.status()["chunks"]
         # A rebuild empties the tenant and refills it from the files: the same answers after.
         before = [(r.path, r.start_line, round(r.score, 4)) for r in pg.search(QUERIES[0], min_score=0).results]
         generation = pg.store.generation

@@ -585,7 +585,13 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
                 logging.getLogger().setLevel(logging.INFO)
             launch = {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,
                       "config_file": opts["config_file"], "overrides": [parse_override(o) for o in opts["overrides"]]}
-            lifecycle.Daemon(cfg, target, launch).run()
+            from memfs.memory import IndexBusy
+
+            try:
+                daemon = lifecycle.Daemon(cfg, target, launch)
+            except IndexBusy as exc:  # e.g. its PostgreSQL cannot be reached: one line, no traceback
+                raise click.ClickException(str(exc)) from None
+            daemon.run()
             return
         # -P: the daemon runs the memfs this command runs, never a `memfs` folder where the
         # caller happens to stand (python -m puts the current folder first on sys.path).

@@ -171,8 +171,18 @@ class IndexConfig(_Section):
     # keyword-indexed before close() returns and chunked exactly after (see memfs.index.deferred);
     # below it everything happens before close() returns.
     defer_mb: float = Field(1.0, ge=0, le=100_000)
+    # Where the index lives: "sqlite" (a file per workspace and agent in state_dir) or "postgres"
+    # (one tenant of a PostgreSQL + pgvector database, memfs.index.pg), reached by ``dsn``: the
+    # DSN `memfs pg grant` printed for this workspace and agent (else env MEMFS_PG_DSN).
+    backend: Literal["sqlite", "postgres"] = "sqlite"
+    dsn: str = ""
 
     split_lists = field_validator("extra_paths", mode="before")(_split_list)
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend_word(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
 
 class BundleConfig(_Section):
@@ -337,13 +347,21 @@ class Config(_Section):
         return self._sources
 
     def leaves(self) -> list[tuple[str, Any, str]]:
-        """Every (dotted key, value, source) of the tree, in declaration order."""
-        return [(key, value, self._sources.get(key, "default")) for key, value in _walk(self)]
+        """Every (dotted key, value, source) of the tree, in declaration order (a DSN's password
+        left out: `memfs config` prints them)."""
+        return [(key, without_password(value) if key == "index.dsn" else value, self._sources.get(key, "default"))
+                for key, value in _walk(self)]
+
+
+def without_password(dsn: str) -> str:
+    """A DSN (key=value or URI form) with its password replaced by ``***``."""
+    dsn = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
+    return re.sub(r"^(\w+://[^:/@]*):[^@]*@", r"\1:***@", dsn)
 
 
 WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-memory")
 # Environment variables that are not settings but are ours all the same.
-OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR", "MEMFS_NO_DAEMON"})
+OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR", "MEMFS_NO_DAEMON", "MEMFS_PG_DSN"})
 # Settings renamed since they were introduced: the old key keeps working.
 RENAMED = {"bundle.private_files": "privacy.private_paths"}
 # Settings that no longer mean anything: accepted with a warning, so an old config still loads.
@@ -526,7 +544,27 @@ def load_config(
         # The index holds MEMORY.md's text: inside the workspace, a shared mount would show it.
         raise ConfigError(f"state_dir {cfg.state_dir} is inside the workspace {ws} "
                           f"(from {cfg.sources.get('state_dir', 'default')}): put it elsewhere")
+    if cfg.index.backend == "postgres":
+        _check_postgres(cfg, env)
     return cfg
+
+
+def _check_postgres(cfg: Config, env: typing.Mapping[str, str]) -> None:
+    """What can be known before connecting: a DSN to connect with, and the driver to do it."""
+    import importlib.util
+
+    if not cfg.index.dsn and env.get("MEMFS_PG_DSN"):
+        cfg.index.dsn = env["MEMFS_PG_DSN"]
+        cfg.sources["index.dsn"] = "env MEMFS_PG_DSN"
+    if not cfg.index.dsn:
+        raise ConfigError("index.backend = postgres needs a DSN: set index.dsn (the one `memfs pg grant` printed) "
+                          "or MEMFS_PG_DSN")
+    try:
+        driver = importlib.util.find_spec("psycopg")
+    except ValueError:  # imported as None: hidden on purpose
+        driver = None
+    if driver is None:
+        raise ConfigError("index.backend = postgres needs the PostgreSQL driver: pip install 'memfs[postgres]'")
 
 
 def parse_override(text: str) -> tuple[str, str]:

@@ -8,6 +8,7 @@ mount was started with; inside a shared-mode mount the mode is shared, whatever 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from pathlib import Path
 
@@ -98,5 +99,9 @@ def answer_settings(cfg: Config) -> dict[str, str]:
     """What decides a command's answer: every setting but the mount's and the daemon's own and
     the mode (each command is given the mode), with the workspace and agent.  A daemon answers a client only
     when these are equal to its own."""
-    return {key: repr(value) for key, value, _ in cfg.leaves()
-            if not key.startswith(("mount.", "daemon.")) and key != "mode"}
+    settings = {key: repr(value) for key, value, _ in cfg.leaves()
+                if not key.startswith(("mount.", "daemon.")) and key != "mode"}
+    # leaves() hides the DSN's password; two DSNs that differ only by it are not the same login
+    # (a rotated password), and the settings travel to the daemon: its digest, not the password.
+    settings["index.dsn"] = hashlib.sha256(cfg.index.dsn.encode()).hexdigest()
+    return settings

@@ -53,6 +53,8 @@ from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     hybrid_search,
     parse_options,
 )
+from memfs.index.backend import IndexUnavailable, open_store
+from memfs.index.interface import IndexStore
 from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
@@ -125,7 +127,8 @@ class UnknownMode(ValueError):
 
 
 class IndexBusy(RuntimeError):
-    """The index cannot be replaced now: another process uses it."""
+    """The index cannot be opened or replaced now: another process uses it, or (PostgreSQL) its
+    server cannot be reached or refuses this login; the message says which, in one line."""
 
 
 class NotAllowed(PermissionError):
@@ -149,10 +152,16 @@ class Memory:
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
         # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
-        self._using = open(str(self.paths.index) + ".lock", "a")
-        with open(str(self.paths.index) + ".setup", "a") as setup:
+        # (An index on PostgreSQL is another index than the SQLite file of the same name: its own lock.)
+        held = str(self.paths.index) + (".pg" if cfg.index.backend == "postgres" else "")
+        self._using = open(held + ".lock", "a")
+        with open(held + ".setup", "a") as setup:
             fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
-            self.store = Store(self.paths.index, self.paths.cache)
+            try:
+                self.store: IndexStore = open_store(cfg, self.paths.index, self.paths.cache)
+            except IndexUnavailable as exc:
+                self._using.close()
+                raise IndexBusy(str(exc)) from None
             self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
             self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
             if self.store.outdated:
@@ -182,6 +191,8 @@ class Memory:
         folder at another path (the workspace was moved) is reconciled with the files; one of
         unknown origin (an index of an earlier version, a copied state directory) is rebuilt
         from this workspace's files before it answers anything, so no other text survives."""
+        if self.store.backend == "postgres":
+            return  # the tenant is the workspace's own id (.memfs-id), whatever its path on this host
         wanted = self.paths.identity
         raw = self.store.get_meta("workspace")
         recorded = WorkspaceIdentity.from_json(raw) if raw else None
@@ -278,6 +289,8 @@ class Memory:
             fcntl.flock(self._using, fcntl.LOCK_SH)
 
     def _rebuild(self, progress: Progress | None) -> list[Outcome]:
+        if self.store.backend == "postgres":
+            return self._rebuild_in_place(progress)
         target = self.paths.index
         scratch = target.with_name(f"{target.name}.rebuild-{os.getpid()}")
         for suffix in ("", "-wal", "-shm"):
@@ -292,14 +305,27 @@ class Memory:
             builder.embed_pending()
         except EmbeddingError as exc:
             log.warning("rebuild: embedding failed, chunks stay keyword-only: %s", exc)
-        fresh.conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)")
-        fresh.conn.execute("PRAGMA main.journal_mode=DELETE")
+        fresh.settle()
         fresh.close()
         with self.store.lock:
             self.store.close()
             replace_index_file(scratch, target)
             self.store = Store(target, self.paths.cache)
             self.indexer = Indexer(self.cfg, self.store, self.indexer.provider_source, self._identity)
+        return outcomes
+
+    def _rebuild_in_place(self, progress: Progress | None) -> list[Outcome]:
+        """A tenant's index is emptied and refilled from the files (vectors from the cache):
+        there is no second file to build beside it and swap in."""
+        ident = self._identity()
+        with self.store.lock:
+            self.store.clear()  # type: ignore[attr-defined]
+            self.store.set_fingerprint(fingerprint(self.cfg, ident), ident[2])
+            outcomes = self.indexer.reconcile(progress)
+        try:
+            self.indexer.embed_pending()
+        except EmbeddingError as exc:
+            log.warning("rebuild: embedding failed, chunks stay keyword-only: %s", exc)
         return outcomes
 
     # -- indexing -----------------------------------------------------------------------------

@@ -19,11 +19,17 @@ Each conversation is its own workspace and agent.  The BM25 baseline is SQLite F
 400/80-token chunks, every query word OR-ed (the dev README's reference), its snippet the first
 700 characters of the chunk; memfs runs with its defaults (plus any --set overrides).  Embeddings
 are cached under --cache so reruns are fast; indexes are rebuilt every run.
+
+With ``--set index.backend=postgres`` memfs's indexes live in PostgreSQL (the baseline stays on
+SQLite): each conversation's agent gets a login (``memfs pg grant``'s code) in a scratch database
+of the server MEMFS_PG_DSN names (an admin DSN), else of a throwaway server (tests/pg.py, the
+``[postgres]`` extra), made and dropped by this run.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import shutil
@@ -144,7 +150,26 @@ def shown(snippet: str, title: str) -> str:
     return f"# {title}\n{snippet}" if title else snippet
 
 
-def open_memory(ws: Path, agent: str, cache: Path, overrides: list[tuple[str, str]]) -> Memory:
+@contextlib.contextmanager
+def pg_logins(overrides: list[tuple[str, str]]):
+    """None, or (for index.backend=postgres) a function giving (workspace, agent)'s login DSN."""
+    if dict(overrides).get("index.backend", "sqlite").strip().lower() != "postgres":
+        yield None
+        return
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from pg import scratch_database, throwaway_server
+
+    from memfs.index.pg import roles, schema
+    from memfs.workspaceid import workspace_id
+
+    with throwaway_server() as server, scratch_database(server.dsn, "memfs_eval") as admin:
+        schema.init(admin)
+        yield lambda ws, agent: roles.grant_login(admin, workspace_id(ws), agent).dsn
+
+
+def open_memory(ws: Path, agent: str, cache: Path, overrides: list[tuple[str, str]], login=None) -> Memory:
+    if login is not None:
+        overrides = [*overrides, ("index.dsn", login(ws, agent))]
     cfg = load_config(workspace=ws, agent=agent, env={}, overrides=[("state_dir", str(cache)), *overrides])
     memory = Memory(cfg)
     memory.rebuild()  # indexes are rebuilt every run; the embedding cache is kept
@@ -154,7 +179,7 @@ def open_memory(ws: Path, agent: str, cache: Path, overrides: list[tuple[str, st
 def run(dev: Path, source: str, overrides: list[tuple[str, str]], cache: Path, convs: list[str]) -> dict:
     totals: dict[str, dict[str, list[float]]] = {"bm25": {}, "memfs": {}}
     latencies: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, pg_logins(overrides) as login:
         root = Path(tmp)
         folders = [p for p in sorted(dev.iterdir()) if p.is_dir() and p.name.startswith("conv-")]
         folders = [p for p in folders if not convs or p.name in convs]
@@ -162,7 +187,7 @@ def run(dev: Path, source: str, overrides: list[tuple[str, str]], cache: Path, c
         for conv in folders:
             ws = make_workspace(conv, root, source)  # the agent (and so the embedding cache) is the conversation's
             baselines[conv.name] = open_memory(ws, f"{conv.name}-bm25", cache, [("embedding.provider", "none")])
-            memories[conv.name] = open_memory(ws, conv.name, cache, overrides)
+            memories[conv.name] = open_memory(ws, conv.name, cache, overrides, login)
         for position, conv in enumerate(folders):
             questions, dia = load_conv(conv)
             neighbour = folders[(position + 1) % len(folders)].name

@@ -83,9 +83,47 @@ def state_dir(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def make_config(state_dir: Path) -> Callable[..., Config]:
+def index_backend() -> str:
+    """The index backend of make_config's configs: SQLite.  A test module runs on both backends
+    by overriding it with ``index_backend = both_backends`` (see below)."""
+    return "sqlite"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def both_backends(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def pg_index(pg_server) -> Iterator[Callable[..., str]]:
+    """A database with the memfs schema on the test server, and a function giving the login DSN
+    of (workspace, agent), or of its shared-mode role (granted once: ``memfs pg grant``'s code)."""
+    from pg import scratch_database
+
+    from memfs.index.pg import roles, schema
+    from memfs.workspaceid import workspace_id
+
+    with scratch_database(pg_server.dsn, "memfs_index") as admin:
+        schema.init(admin)
+        logins: dict[tuple[str, str, bool], str] = {}
+
+        def login(workspace: Path, agent: str, shared: bool = False) -> str:
+            key = (str(workspace_id(workspace)), agent, shared)
+            if key not in logins:
+                logins[key] = roles.grant_login(admin, workspace_id(workspace), agent, shared).dsn
+            return logins[key]
+
+        yield login
+
+
+@pytest.fixture
+def make_config(state_dir: Path, index_backend: str, request: pytest.FixtureRequest) -> Callable[..., Config]:
     def build(workspace: Path, agent: str = "main", **settings: object) -> Config:
         overrides = [("state_dir", str(state_dir))]
+        if index_backend == "postgres" and "index__backend" not in settings:
+            login = request.getfixturevalue("pg_index")
+            workspace.mkdir(parents=True, exist_ok=True)  # its id (.memfs-id) names its tenant
+            overrides += [("index.backend", "postgres"), ("index.dsn", login(workspace, agent))]
         overrides += [(key.replace("__", "."), value) for key, value in settings.items()]
         return load_config(workspace=workspace, agent=agent, env={}, overrides=overrides)
 

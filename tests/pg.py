@@ -130,7 +130,22 @@ def scratch_database(admin_dsn: str, prefix: str) -> Iterator[str]:
     try:
         yield make_conninfo(admin_dsn, dbname=name)
     finally:
-        with psycopg.connect(admin_dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'memfs\\_%%'").fetchall():
-                admin.execute(f'DROP ROLE IF EXISTS "{role}"')
+        drop_database(admin_dsn, name)
+
+
+def drop_database(admin_dsn: str, name: str) -> None:
+    """Drop a test database and the memfs roles of its installation (role names carry its install
+    id), not those of another test database still in use on the same server."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    install = None
+    with contextlib.suppress(psycopg.Error), psycopg.connect(make_conninfo(admin_dsn, dbname=name)) as db:
+        install = db.execute("SELECT install FROM memfs.installation").fetchone()[0]
+    with psycopg.connect(admin_dsn, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        if install is None:
+            return
+        for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE starts_with(rolname, %s)",
+                                     (f"memfs_{install}_",)).fetchall():
+            admin.execute(f'DROP ROLE IF EXISTS "{role}"')

@@ -52,11 +52,9 @@ def db(pg_server) -> Iterator[str]:
         assert result.returncode == 0, result.stderr
         yield dsn
     finally:
-        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-            for (role,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE 'memfs\\_%%'").fetchall():
-                with psycopg.connect(pg_server.dsn, autocommit=True) as again:
-                    again.execute(f'DROP ROLE IF EXISTS "{role}"')
+        from pg import drop_database
+
+        drop_database(pg_server.dsn, name)  # and its roles, not those of another test database
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,8 @@ from memfs.config import load_config
 from memfs.privacy import Privacy, read_visible
 
 SECRET = "SECRET-PELICAN-4242"
+# The tests that open a Memory (make_memory) run on both index backends.
+index_backend = pytest.fixture(lambda both_backends: both_backends, name="index_backend")
 
 
 def test_private_paths_match_paths_folders_and_globs(tmp_path: Path) -> None:

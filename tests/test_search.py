@@ -13,6 +13,8 @@ from conftest import write
 from memfs.index.embeddings import LOCAL_MODEL_ID
 from memfs.memory import parse_options
 
+index_backend = pytest.fixture(lambda both_backends: both_backends, name="index_backend")  # every test on both
+
 
 def test_hybrid_search_finds_by_meaning_and_cites_lines(workspace: Path, make_memory, locomo_day) -> None:
     locomo_day(workspace)

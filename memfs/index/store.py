@@ -176,7 +176,10 @@ def _connect(path: Path) -> apsw.Connection:
 
 
 class Store:
-    """One index file (``path``) plus its embedding cache (``cache_path``)."""
+    """One index file (``path``) plus its embedding cache (``cache_path``): the SQLite
+    :class:`memfs.index.interface.IndexStore`."""
+
+    backend = "sqlite"
 
     def __init__(self, path: Path, cache_path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -240,6 +243,13 @@ class Store:
         (one flush of the keyword index's segments, not one each, which cost more than the rows)."""
         with self._writing():
             yield
+
+    def settle(self) -> None:
+        """The file self-contained (its WAL folded in, no journal beside it), before a rebuild
+        swaps it in for the index in use."""
+        with self.lock:
+            self.conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)")
+            self.conn.execute("PRAGMA main.journal_mode=DELETE")
 
     def _schema_ready(self) -> bool:
         """Whether every table is there already (read without a write lock, so opening an index

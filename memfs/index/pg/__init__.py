@@ -1,5 +1,5 @@
-"""The PostgreSQL + pgvector index for a fleet of agents (preview: schema, roles and isolation;
-the search index itself still runs on SQLite, see memfs.index.store).
+"""The PostgreSQL + pgvector index for a fleet of agents (``index.backend = "postgres"``):
+:mod:`~memfs.index.pg.store` is the :class:`memfs.index.interface.IndexStore` of one tenant.
 
 Each (workspace, agent) is a tenant.  Every table that holds a tenant's data is keyed by
 ``tenant_id``, partitioned by it (LIST: one partition per tenant, so a tenant's KNN and keyword

@@ -89,6 +89,7 @@ SELECT h.chunk_id,
        -sum(w.idf * ((h.tf * (%(k1)s::float8 + 1.0::float8)) /
                      (h.tf + %(k1)s::float8 * (1.0::float8 - %(b)s::float8 + %(b)s::float8 * h.dl / s.avgdl)))) AS score
 FROM hits h JOIN w USING (ord) CROSS JOIN stats s
+WHERE %(among)s::bigint[] IS NULL OR h.chunk_id = ANY (%(among)s::bigint[])
 GROUP BY h.chunk_id
 ORDER BY score, h.chunk_id
 LIMIT %(limit)s
@@ -115,7 +116,7 @@ def _phrase_hits(conn: psycopg.Connection, tenant_id: int, private: bool,
 
 
 def _ranked(conn: psycopg.Connection, tenant_id: int, private: bool, found: Sequence[tuple[str, ...]],
-            limit: int) -> list[tuple[int, float]]:
+            limit: int, among: Sequence[int] | None = None) -> list[tuple[int, float]]:
     terms: list[str | None] = []
     dfs: list[int | None] = []
     hit_ord: list[int] = []
@@ -138,20 +139,23 @@ def _ranked(conn: psycopg.Connection, tenant_id: int, private: bool, found: Sequ
     rows = conn.execute(_SQL, {
         "tenant": int(tenant_id), "private": private, "terms": terms, "dfs": dfs, "floor": IDF_FLOOR,
         "hit_ord": hit_ord, "hit_chunk": hit_chunk, "hit_tf": hit_tf, "hit_dl": hit_dl,
-        "k1": K1, "b": B, "limit": limit}).fetchall()
+        "k1": K1, "b": B, "limit": limit,
+        "among": None if among is None else list(among)}).fetchall()
     return [(int(r[0]), float(r[1])) for r in rows]
 
 
 def keyword_candidates(conn: psycopg.Connection, tenant_id: int, match: str, limit: int,
-                       include_private: bool = True) -> list[tuple[int, float]]:
+                       include_private: bool = True, among: Sequence[int] | None = None) -> list[tuple[int, float]]:
     """(chunk id, bm25) of the tenant's chunks, best first: bm25 is negative, more negative is
-    better, equal to what FTS5's ``bm25()`` gives for the same chunks and MATCH expression."""
+    better, equal to what FTS5's ``bm25()`` gives for the same chunks and MATCH expression.
+    ``among``: only these chunks are ranked (a scoped search), with the statistics of them all,
+    as FTS5 ranks the rows a join leaves."""
     found = phrases(match)
     if not found or limit <= 0:
         return []
     ranked: list[tuple[int, float]] = []
     for private in ((False, True) if include_private else (False,)):
-        ranked += _ranked(conn, tenant_id, private, found, limit)
+        ranked += _ranked(conn, tenant_id, private, found, limit, among)
     ranked.sort(key=lambda item: (item[1], item[0]))
     return ranked[:limit]
 
@@ -161,8 +165,12 @@ def doc_frequencies(conn: psycopg.Connection, tenant_id: int, terms: Sequence[st
     """How many of the tenant's chunks hold each (stemmed) term, and how many chunks there are,
     as :meth:`memfs.index.store.Store.doc_frequencies` answers."""
     privacies = [False, True] if include_private else [False]
-    total = conn.execute("SELECT coalesce(sum(chunks), 0) FROM memfs.corpus_stats WHERE tenant_id = %s "
-                         "AND private = ANY (%s)", (tenant_id, privacies)).fetchone()[0]
-    counts = dict(conn.execute("SELECT term, sum(df) FROM memfs.term_df WHERE tenant_id = %s AND private = ANY (%s) "
-                               "AND term = ANY (%s) GROUP BY term", (tenant_id, privacies, list(terms))).fetchall())
-    return {t: int(counts.get(t, 0)) for t in terms}, int(total)
+    # One statement (the total rides along each row, or alone when no term is known).
+    rows = conn.execute(
+        "WITH total AS (SELECT coalesce(sum(chunks), 0) AS n FROM memfs.corpus_stats WHERE tenant_id = %(t)s "
+        "AND private = ANY (%(p)s)), df AS (SELECT term, sum(df) AS df FROM memfs.term_df WHERE tenant_id = %(t)s "
+        "AND private = ANY (%(p)s) AND term = ANY (%(terms)s) GROUP BY term) "
+        "SELECT total.n, df.term, df.df FROM total LEFT JOIN df ON true",
+        {"t": tenant_id, "p": privacies, "terms": list(terms)}).fetchall()
+    counts = {r[1]: r[2] for r in rows if r[1] is not None}
+    return {t: int(counts.get(t, 0)) for t in terms}, int(rows[0][0])

@@ -240,12 +240,30 @@ def _v3(conn: psycopg.Connection, names: Names) -> None:
         """)
 
 
+def _v4(conn: psycopg.Connection, names: Names) -> None:
+    """What the index itself (memfs.index.pg.store) needs beyond v1-v3.  A unit's vector is kept
+    as SQLite keeps it (``packed``: int8 and a scale, :func:`memfs.index.vectors.pack_unit_vector`,
+    dims + 4 bytes instead of pgvector's 4 x dims): unit vectors are never searched by the server,
+    only read back with their chunk, and the same bytes give the same scores on both backends; the
+    queue of units to embed is the ones without it.  ``provisional``: a big write's keyword-only
+    chunks (SQLite's ``embedded = 2``), never embedded and never waiting for a vector.  Tenants may
+    read the schema's version, to refuse a schema older than they need with one line."""
+    conn.execute(f"GRANT SELECT ON memfs.schema_version TO {names.tenant_group}")
+    conn.execute("""
+        ALTER TABLE memfs.units ADD COLUMN packed bytea;
+        DROP INDEX memfs.units_pending;
+        CREATE INDEX units_unembedded ON memfs.units(tenant_id, unit_id) WHERE packed IS NULL;
+        ALTER TABLE memfs.chunks ADD COLUMN provisional boolean NOT NULL DEFAULT false;
+    """)
+
+
 # (version, what it does, how): append only; a released migration is never edited.  A migration
 # that adds a table to PARTITIONED must also make its partitions for the tenants already there.
 MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], ...] = (
     (1, "tenants, access, tenant tables with RLS, shared embedding cache", _v1),
     (2, "BM25 postings: chunk length in chunk_terms, keyed in postings order", _v2),
     (3, "policies evaluate the access functions once per statement", _v3),
+    (4, "the index's own columns: packed unit vectors, provisional chunks", _v4),
 )
 LATEST = MIGRATIONS[-1][0]
 

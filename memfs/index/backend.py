@@ -1,0 +1,30 @@
+"""Which store holds the index: ``index.backend`` picks SQLite (a file in the state directory) or
+PostgreSQL (the tenant of this workspace's id and agent, :mod:`memfs.index.pg.store`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from memfs.config import Config
+from memfs.index.interface import IndexStore
+
+
+class IndexUnavailable(RuntimeError):
+    """The index cannot be opened (a server that cannot be reached, refuses the login, lacks
+    pgvector or the schema, or a workspace without an id): said in one line."""
+
+
+def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
+    """The store ``cfg`` asks for; IndexUnavailable saying why there is none."""
+    if cfg.index.backend != "postgres":
+        from memfs.index.store import Store
+
+        return Store(index, cache)
+    from memfs.index.pg.connect import PgError
+    from memfs.index.pg.store import PgStore
+    from memfs.workspaceid import WorkspaceIdError, workspace_id
+
+    try:
+        return PgStore(cfg.index.dsn, workspace_id(cfg.workspace), cfg.agent)
+    except (PgError, WorkspaceIdError) as exc:
+        raise IndexUnavailable(f"index.backend = postgres: {exc}") from None

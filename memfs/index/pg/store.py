@@ -1,0 +1,629 @@
+"""The index of one (workspace, agent) in PostgreSQL + pgvector: the
+:class:`memfs.index.interface.IndexStore` of a tenant, with the SQLite store's results.
+
+It connects as the tenant's own login role (the DSN ``memfs pg grant`` printed), so row-level
+security, not this code, keeps every other tenant out; still, every statement names the tenant
+(``tenant_id = %s``) so the planner reads the tenant's partitions alone.  The tenant is found from
+the workspace's own id (``.memfs-id``, :mod:`memfs.workspaceid`) and the agent's name.
+
+What the SQLite store keeps, kept here (schema in :mod:`memfs.index.pg.schema`):
+
+* files, chunks and units as in SQLite; a chunk's vector is a pgvector column searched by
+  :mod:`memfs.index.pg.knn`, a unit's vector the bytes SQLite stores (``units.packed``).
+* the keyword index as postings and statistics (:mod:`memfs.index.pg.terms`), ranked by
+  :mod:`memfs.index.pg.keyword` with FTS5's bm25, so calibrated scores are the same.
+* the embedding cache: vectors of public text in the fleet's shared ``embedding_cache`` (no text,
+  no tenant: a text is embedded once for every agent); of private text in the tenant's own
+  ``tenant_embeddings``, which nobody else can read.
+
+Chunk and unit ids are the tenant's own numbers, the largest plus one, taken while the tenant's
+``corpus_stats`` rows are locked (the lock :mod:`memfs.index.pg.terms` takes for its statistics),
+so two mounts of one workspace never take the same id.  One connection per store, used under
+:attr:`lock` (psycopg serialises statements, not transactions).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from memfs.index.chunking import Chunk
+from memfs.index.pg import keyword, knn, terms
+from memfs.index.pg.connect import PgError, check_server, connect, redacted
+from memfs.index.pg.schema import LATEST, version
+from memfs.index.store import (
+    PROVISIONAL_HASH,
+    SCOPED_EXACT,
+    FileRecord,
+    StoredChunk,
+    StoredUnit,
+    half,
+)
+from memfs.index.text import match_expression
+from memfs.workspace import FileKind
+
+_KINDS = {kind.value for kind in FileKind}
+_FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
+                 "resume_offset")
+_UNIT_COLUMNS = "unit_id, chunk_id, start_line, end_line, hash, text, context, packed, reading"
+
+
+def _file_record(row: tuple) -> FileRecord:
+    return FileRecord(*row[:7], bool(row[7]), *row[8:])
+
+
+def _unit(row: tuple) -> StoredUnit:
+    return StoredUnit(int(row[0]), int(row[1]), row[2], row[3], row[4], row[5], row[6],
+                      None if row[7] is None else bytes(row[7]), row[8])
+
+
+def _float32(vector: object) -> bytes:
+    """A pgvector value (pgvector.Vector, or a numpy array from older adapters) as float32 bytes."""
+    as_numpy = getattr(vector, "to_numpy", None)
+    return np.asarray(as_numpy() if as_numpy else vector, dtype=np.float32).tobytes()
+
+
+def _scoped(where: str) -> str:
+    """A condition of memfs.index.search.Scope (``?`` placeholders) in psycopg's style."""
+    return where.replace("%", "%%").replace("?", "%s")
+
+
+class PgStore:
+    """The index of one tenant, through that tenant's login role."""
+
+    backend = "postgres"
+
+    def __init__(self, dsn: str, workspace: uuid.UUID, agent: str) -> None:
+        self.lock = threading.RLock()
+        self.outdated = False
+        self._has_vectors = False
+        self.dsn = dsn
+        self.conn = connect(dsn)
+        try:
+            self._open(workspace, agent)
+        except BaseException:
+            self.conn.close()
+            raise
+
+    def _open(self, workspace: uuid.UUID, agent: str) -> None:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        check_server(self.conn, create_vector=False)
+        try:
+            found = version(self.conn)
+            if found == 0:
+                raise PgError(f"{redacted(self.dsn)} has no memfs schema: run `memfs pg init DSN` first")
+            if found < LATEST:
+                raise PgError(f"the memfs schema is version {found}, this memfs needs {LATEST}: run `memfs pg init DSN`")
+            register_vector(self.conn)
+            row = self.conn.execute(
+                "SELECT t.tenant_id, a.private FROM memfs.tenants t JOIN memfs.access a "
+                "ON a.tenant_id = t.tenant_id AND a.role = current_user AND a.writes "
+                "WHERE t.workspace_id = %s AND t.agent = %s", (workspace, agent)).fetchone()
+        except psycopg.Error as exc:
+            raise PgError(f"cannot open the index at {redacted(self.dsn)}: {str(exc).strip().splitlines()[0]}") from None
+        if row is None:
+            user = self.conn.info.user
+            raise PgError(f"role {user} is not the login of agent {agent!r} of workspace {workspace}: use the DSN "
+                          f"`memfs pg grant --workspace WORKSPACE --agent {agent}` prints")
+        self.tenant = int(row[0])
+        self.sees_private = bool(row[1])
+        # The statistics rows this role may lock, public first (the order memfs.index.pg.terms uses).
+        self._privacies = [False, True] if self.sees_private else [False]
+        with self._writing() as conn:
+            conn.execute("INSERT INTO memfs.meta(tenant_id, key, value) VALUES (%s, 'generation', '0'), "
+                         "(%s, 'content_generation', '0') ON CONFLICT DO NOTHING", (self.tenant, self.tenant))
+
+    def close(self) -> None:
+        with self.lock:
+            self.conn.close()
+
+    # -- transactions and metadata ---------------------------------------------------------------
+
+    @contextmanager
+    def _writing(self) -> Iterator:
+        """One transaction (inside a batch: a savepoint of the batch's)."""
+        with self.lock, self.conn.transaction():
+            yield self.conn
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Many changes as one transaction."""
+        with self._writing():
+            yield
+
+    @contextmanager
+    def transaction(self, vectors_only: bool = False) -> Iterator:
+        """One atomic change that bumps the generation (and the content generation, unless it
+        only adds vectors), as the SQLite store's."""
+        with self._writing() as conn:
+            yield conn
+            keys = ["generation"] if vectors_only else ["generation", "content_generation"]
+            conn.execute("UPDATE memfs.meta SET value = (value::bigint + 1)::text WHERE tenant_id = %s "
+                         "AND key = ANY (%s)", (self.tenant, keys))
+
+    def _take_ids(self, conn) -> None:
+        """Lock the tenant's statistics rows: the writers of one tenant take ids one at a time."""
+        conn.execute("INSERT INTO memfs.corpus_stats(tenant_id, private) SELECT %s, p FROM unnest(%s::boolean[]) p "
+                     "ORDER BY p ON CONFLICT (tenant_id, private) DO NOTHING", (self.tenant, self._privacies))
+        conn.execute("SELECT 1 FROM memfs.corpus_stats WHERE tenant_id = %s ORDER BY private FOR UPDATE",
+                     (self.tenant,))
+
+    def settle(self) -> None:
+        """Nothing to fold in: the server's writes are whole when committed."""
+
+    def clear(self) -> None:
+        """Every row of the tenant's index, gone (a rebuild refills it from the files)."""
+        with self._writing() as conn:
+            self._take_ids(conn)
+            for table in ("chunk_terms", "term_df", "units", "chunks", "files"):
+                conn.execute(f"DELETE FROM memfs.{table} WHERE tenant_id = %s", (self.tenant,))
+            conn.execute("UPDATE memfs.corpus_stats SET chunks = 0, total_length = 0 WHERE tenant_id = %s",
+                         (self.tenant,))
+            conn.execute("DELETE FROM memfs.meta WHERE tenant_id = %s AND key NOT IN "
+                         "('generation', 'content_generation')", (self.tenant,))
+            conn.execute("UPDATE memfs.meta SET value = (value::bigint + 1)::text WHERE tenant_id = %s", (self.tenant,))
+            self._has_vectors = False
+
+    def get_meta(self, key: str) -> str | None:
+        with self.lock:
+            row = self.conn.execute("SELECT value FROM memfs.meta WHERE tenant_id = %s AND key = %s",
+                                    (self.tenant, key)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        with self._writing() as conn:
+            conn.execute("INSERT INTO memfs.meta(tenant_id, key, value) VALUES (%s, %s, %s) "
+                         "ON CONFLICT (tenant_id, key) DO UPDATE SET value = excluded.value", (self.tenant, key, value))
+
+    @property
+    def fingerprint(self) -> dict[str, object] | None:
+        raw = self.get_meta("fingerprint")
+        return None if raw is None else json.loads(raw)
+
+    def set_fingerprint(self, fingerprint: dict[str, object], dims: int) -> None:
+        """Record what built this index and the dimension of its vectors.  (The HNSW index of a
+        tenant's partition is made by the schema's owner, :func:`memfs.index.pg.knn.create_index`:
+        a tenant role owns nothing; below knn.EXACT_MAX vectors an exact scan needs none.)"""
+        with self._writing():
+            self.set_meta("fingerprint", json.dumps(fingerprint, sort_keys=True))
+            if dims and self.get_meta("dims") is None:
+                self.set_meta("dims", str(int(dims)))
+
+    @property
+    def has_vectors(self) -> bool:
+        if not self._has_vectors:  # once a tenant has a dimension it keeps it (clear() forgets it)
+            self._has_vectors = bool(int(self.get_meta("dims") or 0))
+        return self._has_vectors
+
+    @property
+    def generation(self) -> int:
+        return int(self.get_meta("generation") or 0)
+
+    @property
+    def content_generation(self) -> int:
+        return int(self.get_meta("content_generation") or 0)
+
+    # -- files -------------------------------------------------------------------------------------
+
+    def file(self, path: str) -> FileRecord | None:
+        with self.lock:
+            row = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM memfs.files WHERE tenant_id = %s AND path = %s",
+                                    (self.tenant, path)).fetchone()
+        return None if row is None else _file_record(row)
+
+    def files(self) -> list[FileRecord]:
+        with self.lock:
+            rows = self.conn.execute(f"SELECT {_FILE_COLUMNS} FROM memfs.files WHERE tenant_id = %s "
+                                     "ORDER BY path COLLATE \"C\"", (self.tenant,)).fetchall()
+        return [_file_record(r) for r in rows]
+
+    def paths_under(self, rel: str) -> list[str]:
+        """Indexed paths equal to ``rel`` or below it, in SQLite's (byte) order."""
+        with self.lock:
+            if rel:
+                rows = self.conn.execute(
+                    "SELECT path FROM memfs.files WHERE tenant_id = %s AND (path = %s OR starts_with(path, %s)) "
+                    "ORDER BY path COLLATE \"C\"", (self.tenant, rel, rel + "/")).fetchall()
+            else:  # SQLite's range '' .. '0' holds the paths that start with '/' only: none
+                rows = self.conn.execute("SELECT path FROM memfs.files WHERE tenant_id = %s AND path = ''",
+                                         (self.tenant,)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def problem_files(self) -> dict[str, tuple[str, str]]:
+        with self.lock:
+            rows = self.conn.execute("SELECT path, error, warning FROM memfs.files WHERE tenant_id = %s "
+                                     "AND (error <> '' OR warning <> '')", (self.tenant,)).fetchall()
+        return {str(r[0]): (str(r[1]), str(r[2])) for r in rows}
+
+    def public_paths(self) -> list[str]:
+        with self.lock:
+            rows = self.conn.execute("SELECT path FROM memfs.files WHERE tenant_id = %s AND NOT private",
+                                     (self.tenant,)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def provisional_paths(self, include_private: bool = True) -> list[str]:
+        scope = "" if include_private else " AND NOT private"
+        with self.lock:
+            rows = self.conn.execute(f"SELECT path FROM memfs.files WHERE tenant_id = %s AND starts_with(hash, %s)"
+                                     f"{scope} ORDER BY indexed_at", (self.tenant, PROVISIONAL_HASH)).fetchall()
+        return [str(r[0]) for r in rows]
+
+    def replace_file(
+        self,
+        record: FileRecord,
+        chunks: list[Chunk],
+        chunk_hashes: list[str],
+        fts_bodies: list[str],
+        cached: dict[str, bytes],
+        unit_hashes: list[list[str]] | None = None,
+        days: list[tuple[str | None, str | None]] | None = None,
+        from_line: int | None = None,
+        provisional: bool = False,
+    ) -> int:
+        """As :meth:`memfs.index.store.Store.replace_file`: a file's chunks (from ``from_line``)
+        swapped for new ones in one transaction; how many still need an embedding."""
+        if record.private and not self.sees_private:
+            # A shared-mode login may not hold private rows (row-level security refuses them):
+            # its mounts index what they may see, and the agent's own login the rest.
+            return 0
+        pending = 0
+        private = bool(record.private)
+        jsonl = bool(FileKind(record.kind).is_jsonl) if record.kind in _KINDS and not provisional else False
+        found = terms.tokenize(fts_bodies)
+        with self.transaction() as conn:
+            self._take_ids(conn)
+            self._delete_chunks(conn, record.path, from_line or 0)
+            vec = self.has_vectors
+            first_chunk = int(conn.execute("SELECT coalesce(max(chunk_id), 0) FROM memfs.chunks WHERE tenant_id = %s",
+                                           (self.tenant,)).fetchone()[0]) + 1
+            next_unit = int(conn.execute("SELECT coalesce(max(unit_id), 0) FROM memfs.units WHERE tenant_id = %s",
+                                         (self.tenant,)).fetchone()[0]) + 1
+            chunk_rows, unit_rows, postings = [], [], []
+            for position, (chunk, digest) in enumerate(zip(chunks, chunk_hashes)):
+                chunk_id = first_chunk + position
+                vector = cached.get(digest) if vec and not provisional else None
+                first_day, last_day = days[position] if days else (None, None)
+                embedding = None if vector is None else np.frombuffer(vector, dtype=np.float32)
+                chunk_rows.append((self.tenant, chunk_id, record.path, chunk.start_line, chunk.end_line, digest,
+                                   chunk.text, provisional or vector is not None, provisional, private, jsonl,
+                                   first_day, last_day, chunk.chat_id, chunk.chat_title, found[position].length,
+                                   embedding))
+                postings.append((chunk_id, private, found[position]))
+                hashes = unit_hashes[position] if unit_hashes else []
+                for unit, unit_hash in zip(chunk.units, hashes):
+                    unit_vector = cached.get(unit_hash)
+                    unit_rows.append((self.tenant, next_unit, chunk_id, unit.start_line, unit.end_line, unit_hash,
+                                      unit.text, unit.context, half(unit_vector) if unit_vector is not None else None,
+                                      unit.reading, private))
+                    next_unit += 1
+                    if unit_vector is None and vec:
+                        pending += 1
+                if not provisional and vector is None and vec:
+                    pending += 1
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memfs.chunks(tenant_id, chunk_id, path, start_line, end_line, hash, text, embedded, "
+                    "provisional, private, jsonl, first_day, last_day, chat_id, chat_title, length, embedding) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", chunk_rows)
+                cur.executemany(
+                    "INSERT INTO memfs.units(tenant_id, unit_id, chunk_id, start_line, end_line, hash, text, context, "
+                    "packed, reading, private) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", unit_rows)
+            terms.add(conn, self.tenant, postings)
+            total = int(conn.execute("SELECT count(*) FROM memfs.chunks WHERE tenant_id = %s AND path = %s",
+                                     (self.tenant, record.path)).fetchone()[0])
+            conn.execute(
+                "INSERT INTO memfs.files(tenant_id, path, kind, hash, mtime, size, chunks, error, indexed_at, private, "
+                "warning, tail_hash, resume_line, resume_offset) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
+                "%s, %s, %s) ON CONFLICT (tenant_id, path) DO UPDATE SET kind = excluded.kind, hash = excluded.hash, "
+                "mtime = excluded.mtime, size = excluded.size, chunks = excluded.chunks, error = excluded.error, "
+                "indexed_at = excluded.indexed_at, private = excluded.private, warning = excluded.warning, "
+                "tail_hash = excluded.tail_hash, resume_line = excluded.resume_line, "
+                "resume_offset = excluded.resume_offset",
+                (self.tenant, record.path, record.kind, record.hash, record.mtime, record.size, total, record.error,
+                 time.time(), private, record.warning, record.tail_hash, record.resume_line, record.resume_offset))
+        return pending
+
+    def _delete_chunks(self, conn, path: str, from_line: int = 0) -> None:
+        ids = [int(r[0]) for r in conn.execute(
+            "SELECT chunk_id FROM memfs.chunks WHERE tenant_id = %s AND path = %s AND start_line >= %s",
+            (self.tenant, path, from_line)).fetchall()]
+        if not ids:
+            return
+        terms.remove(conn, self.tenant, ids)  # reads the chunks' privacy and length: before they go
+        conn.execute("DELETE FROM memfs.units WHERE tenant_id = %s AND chunk_id = ANY (%s)", (self.tenant, ids))
+        conn.execute("DELETE FROM memfs.chunks WHERE tenant_id = %s AND chunk_id = ANY (%s)", (self.tenant, ids))
+
+    def remove_file(self, path: str) -> bool:
+        with self.transaction() as conn:
+            self._take_ids(conn)
+            existed = conn.execute("SELECT 1 FROM memfs.files WHERE tenant_id = %s AND path = %s",
+                                   (self.tenant, path)).fetchone() is not None
+            self._delete_chunks(conn, path)
+            conn.execute("DELETE FROM memfs.files WHERE tenant_id = %s AND path = %s", (self.tenant, path))
+        return existed
+
+    def rename_file(self, old: str, new: str, kind: str, private: bool) -> bool:
+        """Move a file's chunks to a new path, as the SQLite store's (False: index it anew)."""
+        with self.transaction() as conn:
+            row = conn.execute("SELECT private FROM memfs.files WHERE tenant_id = %s AND path = %s",
+                               (self.tenant, old)).fetchone()
+            if row is None or bool(row[0]) != private:
+                return False
+            self._take_ids(conn)
+            self._delete_chunks(conn, new)
+            conn.execute("DELETE FROM memfs.files WHERE tenant_id = %s AND path = %s", (self.tenant, new))
+            conn.execute("UPDATE memfs.files SET path = %s, kind = %s WHERE tenant_id = %s AND path = %s",
+                         (new, kind, self.tenant, old))
+            conn.execute("UPDATE memfs.chunks SET path = %s WHERE tenant_id = %s AND path = %s", (new, self.tenant, old))
+        return True
+
+    # -- embeddings ----------------------------------------------------------------------------------
+
+    def cached_vectors(self, provider: str, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted:
+            return {}
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT hash, vector FROM memfs.embedding_cache WHERE provider = %s AND model = %s AND hash = ANY (%s) "
+                "UNION ALL SELECT hash, vector FROM memfs.tenant_embeddings WHERE tenant_id = %s AND provider = %s "
+                "AND model = %s AND hash = ANY (%s)",
+                (provider, model, wanted, self.tenant, provider, model, wanted)).fetchall()
+        return {str(h): _float32(v) for h, v in rows}
+
+    def _cache(self, conn, provider: str, model: str, digest: str, vector: np.ndarray, private: bool) -> None:
+        if private:  # private text's vector stays in its tenant
+            conn.execute("INSERT INTO memfs.tenant_embeddings(tenant_id, provider, model, hash, dims, vector, private) "
+                         "VALUES (%s, %s, %s, %s, %s, %s, true) ON CONFLICT (tenant_id, provider, model, hash) "
+                         "DO UPDATE SET vector = excluded.vector, dims = excluded.dims",
+                         (self.tenant, provider, model, digest, len(vector), vector))
+        else:  # the fleet's: the first vector of a text stays (tenants may add, never change)
+            conn.execute("INSERT INTO memfs.embedding_cache(provider, model, hash, dims, vector) "
+                         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                         (provider, model, digest, len(vector), vector))
+
+    def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredChunk]:
+        columns = "chunk_id, path, start_line, end_line, hash, text, jsonl"
+        base = f"SELECT {columns} FROM memfs.chunks WHERE tenant_id = %s AND NOT embedded"
+        if paths:
+            sql, args = f"{base} AND path = ANY (%s) ORDER BY chunk_id DESC LIMIT %s", (self.tenant, list(paths), limit)
+        elif since is not None:
+            sql = f"{base} AND last_day >= %s ORDER BY last_day COLLATE \"C\" DESC, chunk_id DESC LIMIT %s"
+            args = (self.tenant, since, limit)
+        else:
+            sql, args = f"{base} ORDER BY chunk_id DESC LIMIT %s", (self.tenant, limit)
+        with self.lock:
+            rows = self.conn.execute(sql, args).fetchall()
+        return [StoredChunk(int(r[0]), *r[1:6], bool(r[6])) for r in rows]
+
+    def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredUnit]:
+        columns = ", ".join(f"u.{c}" for c in _UNIT_COLUMNS.split(", "))
+        base = (f"SELECT {columns} FROM memfs.units u JOIN memfs.chunks c ON c.tenant_id = u.tenant_id "
+                "AND c.chunk_id = u.chunk_id WHERE u.tenant_id = %s AND c.tenant_id = %s AND u.packed IS NULL")
+        if paths:
+            sql, args = (f"{base} AND c.path = ANY (%s) ORDER BY u.unit_id DESC LIMIT %s",
+                         (self.tenant, self.tenant, list(paths), limit))
+        elif since is not None:
+            sql = f"{base} AND c.last_day >= %s ORDER BY c.last_day COLLATE \"C\" DESC, u.unit_id DESC LIMIT %s"
+            args = (self.tenant, self.tenant, since, limit)
+        else:
+            sql = (f"SELECT {_UNIT_COLUMNS} FROM memfs.units WHERE tenant_id = %s AND packed IS NULL "
+                   "ORDER BY unit_id DESC LIMIT %s")
+            args = (self.tenant, limit)
+        with self.lock:
+            rows = self.conn.execute(sql, args).fetchall()
+        return [_unit(r) for r in rows]
+
+    def pending_count(self) -> int:
+        if not self.has_vectors:
+            return 0
+        with self.lock:
+            row = self.conn.execute("SELECT (SELECT count(*) FROM memfs.chunks WHERE tenant_id = %s AND NOT embedded) "
+                                    "+ (SELECT count(*) FROM memfs.units WHERE tenant_id = %s AND packed IS NULL)",
+                                    (self.tenant, self.tenant)).fetchone()
+        return int(row[0])
+
+    def any_private(self, chunk_ids: Sequence[int]) -> bool:
+        if not chunk_ids:
+            return False
+        with self.lock:
+            row = self.conn.execute("SELECT 1 FROM memfs.chunks WHERE tenant_id = %s AND private AND "
+                                    "chunk_id = ANY (%s) LIMIT 1", (self.tenant, list(chunk_ids))).fetchone()
+        return row is not None
+
+    def units_of(self, chunk_ids: Iterable[int]) -> list[StoredUnit]:
+        """The units of the given chunks, in file order (a provisional chunk's lines as units, as
+        the SQLite store gives them)."""
+        wanted = list(chunk_ids)
+        if not wanted:
+            return []
+        with self.lock:  # one statement: a provisional chunk comes as a row with no unit id
+            rows = self.conn.execute(
+                f"SELECT {_UNIT_COLUMNS} FROM memfs.units WHERE tenant_id = %s AND chunk_id = ANY (%s) "
+                "UNION ALL SELECT NULL, chunk_id, start_line, 0, '', text, '', NULL, '' FROM memfs.chunks "
+                "WHERE tenant_id = %s AND provisional AND chunk_id = ANY (%s)",
+                (self.tenant, wanted, self.tenant, wanted)).fetchall()
+        lines = [(r[1], r[2], r[5]) for r in rows if r[0] is None]
+        units = sorted((_unit(r) for r in rows if r[0] is not None), key=lambda u: (u.chunk_id, u.start_line, u.id))
+        if not lines:
+            return units
+        for chunk_id, start_line, text in lines:
+            for offset, line in enumerate(text.split("\n")):
+                if line.strip():
+                    units.append(StoredUnit(-((int(chunk_id) << 20) + offset), int(chunk_id), start_line + offset,
+                                            start_line + offset, "", line, "", None))
+        units.sort(key=lambda u: (u.chunk_id, u.start_line, u.id))
+        return units
+
+    def store_vectors(self, provider: str, model: str, items: list[tuple[StoredChunk, np.ndarray]]) -> None:
+        self.store_embedded(provider, model, chunks=items)
+
+    def store_unit_vectors(self, provider: str, model: str, items: list[tuple[StoredUnit, np.ndarray]]) -> None:
+        self.store_embedded(provider, model, units=items)
+
+    def store_embedded(self, provider: str, model: str, readings: Sequence[tuple[str, np.ndarray]] = (),
+                       chunks: Sequence[tuple[StoredChunk, np.ndarray]] = (),
+                       units: Sequence[tuple[StoredUnit, np.ndarray]] = ()) -> None:
+        """As the SQLite store's: one transaction for what one call to the model gave.  A
+        reading (a whole text the model read) is cached as private when any chunk or unit that
+        came of the same call is."""
+        with self.transaction(vectors_only=True) as conn:
+            ids = sorted({c.id for c, _ in chunks} | {u.chunk_id for u, _ in units})
+            private = {int(r[0]) for r in conn.execute(
+                "SELECT chunk_id FROM memfs.chunks WHERE tenant_id = %s AND private AND chunk_id = ANY (%s)",
+                (self.tenant, ids)).fetchall()} if ids else set()
+            for digest, vector in readings:
+                self._cache(conn, provider, model, digest, np.asarray(vector, dtype=np.float32), bool(private))
+            for unit, vector in units:
+                full = np.asarray(vector, dtype=np.float32)
+                self._cache(conn, provider, model, unit.hash, full, unit.chunk_id in private)
+                conn.execute("UPDATE memfs.units SET packed = %s WHERE tenant_id = %s AND unit_id = %s AND hash = %s "
+                             "AND packed IS NULL", (half(full.tobytes()), self.tenant, unit.id, unit.hash))
+            for chunk, vector in chunks:
+                full = np.asarray(vector, dtype=np.float32)
+                self._cache(conn, provider, model, chunk.hash, full, chunk.id in private)
+                conn.execute("UPDATE memfs.chunks SET embedding = %s, embedded = true WHERE tenant_id = %s "
+                             "AND chunk_id = %s AND hash = %s AND NOT embedded", (full, self.tenant, chunk.id, chunk.hash))
+
+    # -- search primitives -----------------------------------------------------------------------------
+
+    def _allowed(self, where: str, params: Iterable[object], limit: int | None = None,
+                 embedded: bool = False) -> list[int]:
+        """The chunk ids a scope's condition allows."""
+        sql = (f"SELECT c.chunk_id FROM memfs.chunks c WHERE c.tenant_id = %s"
+               f"{' AND c.embedding IS NOT NULL' if embedded else ''} AND {_scoped(where)}")
+        args: list[object] = [self.tenant, *params]
+        if limit is not None:
+            sql += " LIMIT %s"
+            args.append(limit)
+        return [int(r[0]) for r in self.conn.execute(sql, args).fetchall()]
+
+    def keyword_candidates(self, match: str, limit: int, include_private: bool = True,
+                           where: str = "", params: Iterable[object] = ()) -> list[tuple[int, float]]:
+        """(chunk id, bm25) best first, FTS5's bm25 (see :mod:`memfs.index.pg.keyword`)."""
+        with self.lock:
+            among = self._allowed(where, params) if where else None
+            return keyword.keyword_candidates(self.conn, self.tenant, match, limit, include_private, among)
+
+    def keyword_top(self, terms: Sequence[str], limit: int, include_private: bool = True,
+                    where: str = "", params: Iterable[object] = ()) -> list[tuple[int, float]]:
+        full = match_expression(list(terms))
+        if full is None:
+            return []
+        return self.keyword_candidates(full, limit, include_private, where, params)
+
+    def doc_frequencies(self, terms: list[str], include_private: bool = True) -> tuple[dict[str, int], int]:
+        with self.lock:
+            return keyword.doc_frequencies(self.conn, self.tenant, terms, include_private)
+
+    def chunk_total(self, include_private: bool = True) -> int:
+        with self.lock:
+            row = self.conn.execute("SELECT coalesce(sum(chunks), 0) FROM memfs.corpus_stats WHERE tenant_id = %s "
+                                    "AND private = ANY (%s)",
+                                    (self.tenant, [False, True] if include_private else [False])).fetchone()
+        return int(row[0])
+
+    def vector_candidates(self, query: np.ndarray, k: int, include_private: bool = True,
+                          where: str = "", params: Iterable[object] = ()) -> list[tuple[int, float]]:
+        """(chunk id, cosine similarity), best first (:mod:`memfs.index.pg.knn`); a scope's chunks
+        compared one by one when they are few, else the nearest filtered, as the SQLite store."""
+        if not self.has_vectors:
+            return []
+        vector = [float(x) for x in np.asarray(query, dtype=np.float32)]
+        with self.lock:
+            if not where:
+                return knn.vector_candidates(self.conn, self.tenant, vector, k, include_private)
+            scope = where if include_private else f"{where} AND NOT c.private"
+            allowed = self._allowed(scope, params, SCOPED_EXACT + 1, embedded=True)
+            if len(allowed) <= SCOPED_EXACT:
+                found = sorted(self.vector_similarity(query, allowed).items(), key=lambda kv: (-kv[1], kv[0]))
+                return found[:k]
+            near = knn.vector_candidates(self.conn, self.tenant, vector, min(4096, k * 20), include_private)
+            ok = set(self._allowed(f"c.chunk_id = ANY (?) AND {where}", [[i for i, _ in near], *params]))
+        return [(cid, sim) for cid, sim in near if cid in ok][:k]
+
+    def vector_similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]:
+        if not ids or not self.has_vectors:
+            return {}
+        q = np.asarray(query, dtype=np.float32)
+        dims = len(q)
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT chunk_id, embedding::vector({dims}) <=> %s::vector({dims}) FROM memfs.chunks "
+                "WHERE tenant_id = %s AND chunk_id = ANY (%s) AND embedding IS NOT NULL",
+                (q, self.tenant, list(ids))).fetchall()
+        return {int(r[0]): 1.0 - float(r[1]) for r in rows}
+
+    def chunks_by_id(self, ids: Iterable[int], include_private: bool = True) -> dict[int, StoredChunk]:
+        wanted = list(ids)
+        if not wanted:
+            return {}
+        scope = "" if include_private else " AND NOT private"
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT chunk_id, path, start_line, end_line, hash, text, jsonl, chat_id, chat_title FROM memfs.chunks "
+                f"WHERE tenant_id = %s AND chunk_id = ANY (%s){scope}", (self.tenant, wanted)).fetchall()
+        return {int(r[0]): StoredChunk(int(r[0]), *r[1:6], bool(r[6]), r[7], r[8]) for r in rows}
+
+    def embedded_ids(self, ids: Iterable[int]) -> set[int]:
+        wanted = list(ids)
+        if not wanted:
+            return set()
+        with self.lock:
+            rows = self.conn.execute("SELECT chunk_id FROM memfs.chunks WHERE tenant_id = %s AND embedding IS NOT NULL "
+                                     "AND chunk_id = ANY (%s)", (self.tenant, wanted)).fetchall()
+        return {int(r[0]) for r in rows}
+
+    # -- status ------------------------------------------------------------------------------------------
+
+    def counts(self, include_private: bool = True, exclude: frozenset[str] = frozenset()) -> dict[str, int]:
+        """As the SQLite store's: files, skipped, chunks, units, pending, cached embeddings."""
+        clauses = ["tenant_id = %(t)s"] + ([] if include_private else ["NOT private"]) + (
+            ["NOT (path = ANY (%(hidden)s))"] if exclude else [])
+        where = " AND ".join(clauses)
+        args = {"t": self.tenant, "hidden": sorted(exclude)}
+        with self.lock:
+            files = self.conn.execute(f"SELECT count(*), count(*) FILTER (WHERE error <> '') FROM memfs.files "
+                                      f"WHERE {where}", args).fetchone()
+            chunks = self.conn.execute(f"SELECT count(*), count(*) FILTER (WHERE NOT embedded) FROM memfs.chunks "
+                                       f"WHERE {where}", args).fetchone()
+            units = self.conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE packed IS NULL) FROM memfs.units WHERE tenant_id = %(t)s "
+                f"AND chunk_id IN (SELECT chunk_id FROM memfs.chunks WHERE {where})", args).fetchone()
+            cached = self.conn.execute(
+                "SELECT (SELECT count(*) FROM memfs.tenant_embeddings WHERE tenant_id = %s) + "
+                "(SELECT count(*) FROM memfs.embedding_cache)", (self.tenant,)).fetchone()[0]
+        return {
+            "files": int(files[0]),
+            "skipped": int(files[1]),
+            "chunks": int(chunks[0]),
+            "units": int(units[0]),
+            "pending": int(chunks[1]) + int(units[1]) if self.has_vectors else 0,
+            "cached_embeddings": int(cached),
+        }
+
+    def size_bytes(self) -> int:
+        """The bytes of the tenant's partitions (tables and their indexes)."""
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN pg_namespace n "
+                "ON n.oid = c.relnamespace WHERE n.nspname = 'memfs' AND c.relkind = 'r' AND c.relname LIKE %s",
+                (f"%\\_t{self.tenant}",)).fetchone()
+        return int(row[0])
+
+    def check(self) -> str:
+        """The server keeps its own pages whole; what memfs can check is its statistics."""
+        with self.lock:
+            row = self.conn.execute(
+                "SELECT (SELECT count(*) FROM memfs.chunks WHERE tenant_id = %s), "
+                "(SELECT coalesce(sum(chunks), 0) FROM memfs.corpus_stats WHERE tenant_id = %s)",
+                (self.tenant, self.tenant)).fetchone()
+        return "ok" if int(row[0]) == int(row[1]) else f"keyword statistics count {row[1]} chunks, the index {row[0]}"

@@ -269,9 +269,19 @@ def test_one_daemon_answers_per_workspace_and_a_killed_one_leaves_nothing_broken
     env = base_env(tmp_path)
     second = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(4)  # up and settled (it logs that another daemon answers, then serves without a socket)
+    # Up and settled: it logs that another daemon answers, then serves without a socket (waited
+    # for by its words, not a fixed sleep: on a busy machine its start takes longer).
+    assert second.stderr is not None
+    said = ""
+    deadline = time.monotonic() + 90
+    while "another daemon answers commands" not in said and time.monotonic() < deadline:
+        line = second.stderr.readline()
+        if not line:
+            break
+        said += line
     second.send_signal(signal.SIGTERM)
     _, err = second.communicate(timeout=60)
+    err = said + err
     assert "another daemon answers commands" in err and "Traceback" not in err
     still = run("-v", "status", "-w", str(workspace), env=env)
     assert f"answered by the daemon with pid {served.pid}" in still.stderr  # the second left its socket alone

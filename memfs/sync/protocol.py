@@ -96,6 +96,16 @@ def timestamp_problem(stamp: float, now_ms: float) -> str:
             "since 1970-01-01 UTC")
 
 
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a code point UTF-8 cannot write (json.loads lets a lone \\ud800
+    escape through): such a message could never be stored as a line of a day file."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def validate(record: Any, line: int | None, device_id: str | None = None, now_ms: float | None = None) -> SyncMessage:
     now_ms = time.time() * 1000 if now_ms is None else now_ms
     if not isinstance(record, dict):
@@ -106,6 +116,10 @@ def validate(record: Any, line: int | None, device_id: str | None = None, now_ms
     for name in ("id", "chatId", "chatTitle", "content"):
         if not isinstance(record[name], str):
             raise SyncError(f"field {name!r} must be a string", line)
+    for name in ("id", "chatId", "chatTitle", "content"):
+        if _lone_surrogate(record[name]):
+            raise SyncError(f"field {name!r} holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text",
+                            line)
     if not record["id"].strip():
         raise SyncError("field 'id' is empty", line)
     if record["role"] not in ROLES:
@@ -120,6 +134,8 @@ def validate(record: Any, line: int | None, device_id: str | None = None, now_ms
     device = record.get("deviceId", device_id)
     if device is not None and not isinstance(device, str):
         raise SyncError("field 'deviceId' must be a string", line)
+    if device is not None and _lone_surrogate(device):
+        raise SyncError("field 'deviceId' holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text", line)
     return SyncMessage(record["id"], record["chatId"], record["chatTitle"], record["role"], record["content"],
                        stamp, device_id if device_id is not None else device)
 

@@ -103,6 +103,23 @@ def test_text_utf8_cannot_hold_is_refused_naming_the_field() -> None:
     assert parse(json.dumps(message(1, content="a pair \U0001f600")).encode())[0].content.endswith("\U0001f600")
 
 
+def test_a_batch_with_a_day_file_it_cannot_write_writes_none(tmp_path: Path) -> None:
+    from zoneinfo import ZoneInfo
+
+    from memfs.sync.store import SyncStore, SyncStoreError
+    folder = tmp_path / "clawgpt-memory"
+    folder.mkdir()
+    (tmp_path / "MEMORY.md").write_text("private\n")
+    (folder / "2024-02-07.jsonl").symlink_to("../MEMORY.md")  # the batch's last day
+    store = SyncStore(tmp_path, ZoneInfo("UTC"))
+    batch = parse("\n".join(json.dumps(message(i, ts=T0 + i * DAY)) for i in range(3)).encode())
+    with pytest.raises(SyncStoreError, match="symlink, not a day file"):
+        store.ingest(batch)
+    # The days before it used to be written already: half a batch, whose ids a retry then skipped.
+    assert sorted(p.name for p in folder.iterdir()) == ["2024-02-07.jsonl"]
+    assert (tmp_path / "MEMORY.md").read_text() == "private\n"
+
+
 def test_cli_rejects_a_timestamp_in_seconds(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

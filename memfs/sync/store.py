@@ -108,6 +108,19 @@ def _day_span(day: dt.date, tz: dt.tzinfo) -> tuple[int, int]:
     return first, first + 86_400_000
 
 
+def _check_day_file(path: Path) -> None:
+    """Refuse a day file that cannot be appended to (as :meth:`SyncStore._append` would), before
+    any of a batch's day files is written.  _append still opens each without following links."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise SyncStoreError(errno.ELOOP, f"{path.name} is a symlink, not a day file: refusing to write through it")
+    if not stat.S_ISREG(st.st_mode):
+        raise SyncStoreError(errno.EINVAL, f"{path.name} is not a regular file")
+
+
 class SyncStore:
     def __init__(self, workspace: Path, tz: dt.tzinfo) -> None:
         self.folder = workspace / SYNC_DIR
@@ -186,6 +199,8 @@ class SyncStore:
                     if hidden is not None and hidden(target):
                         raise SyncStoreError(errno.EACCES, f"{target} is private: a shared mode does not write to it")
                     batches.setdefault(target, []).append(message.line())
+                for rel in batches:  # all refused before any is written: a batch lands whole or not at all
+                    _check_day_file(self.folder.parent / rel)
                 if batches and writing is not None:
                     writing(sorted(batches))
                 for rel, lines in sorted(batches.items()):

@@ -645,13 +645,14 @@ class Memory:
 
     def ingest_sync(self, data: bytes, source: str = "stdin", mode: str | None = None,
                     who: Provenance = BESIDE, parsed: ParsedSync | None = None,
-                    defer: bool = False) -> IngestResult:
+                    defer: bool = False, writing: Callable[[list[str]], None] | None = None) -> IngestResult:
         """Store a ClawGPT sync message (envelope or JSONL lines): validate all of it, drop ids
         already stored anywhere (a shared mode: in the day files it may see), append the rest to
         their date files, index those files.  Invalid input stores nothing, is kept under
         clawgpt-memory/.rejected/ and raises SyncError.  ``parsed``: (messages, bytes, lines) of
         ``data``'s first complete lines, validated already (as the mount validates each write);
-        only the rest is parsed here."""
+        only the rest is parsed here.  ``writing``: told which day files are about to grow,
+        before any is written (see SyncStore.ingest)."""
         if parsed is not None:
             done, size, lines = parsed
             messages = done + self._parse_sync(data[size:], source, lines + 1, whole=data)
@@ -659,24 +660,24 @@ class Memory:
             messages = self._parse_sync(data, source)
         privacy = self.privacy(mode)
         try:
-            result = self.sync_store.ingest(messages, privacy.is_private if privacy.shared else None)
+            result = self.sync_store.ingest(messages, privacy.is_private if privacy.shared else None, writing)
         except SyncStoreError as exc:
             kept = self.sync_store.reject(source, data, exc.strerror or str(exc))
             log.info("refused sync data from %s: %s (kept in %s)", source, exc.strerror, kept)
             raise sync_protocol.SyncError(exc.strerror or str(exc)) from None
         # A year of history lands in hundreds of day files: their versions are kept in one
         # transaction (one flush of the history, not one per file), each from its appended lines.
+        # A big batch (a year imported at once) lands in hundreds of small day files: each gets
+        # its keyword rows now and its exact chunks from the completion worker.
+        big = defer and len(data) >= threshold(self.cfg.index.defer_mb)
         history = self.history
         if history is not None:
             try:
-                with history.store.transaction():
+                with history.store.transaction(bulk=big):
                     for rel in result.files:
                         self._after_change(lambda h, rel=rel: h.changed(rel, who, result.grew_from.get(rel)), rel)
             except HISTORY_FAILURES as exc:
                 log.error("history: no versions of the day files were kept (%s); the messages are stored", exc)
-        # A big batch (a year imported at once) lands in hundreds of small day files: each gets
-        # its keyword rows now and its exact chunks from the completion worker.
-        big = defer and len(data) >= threshold(self.cfg.index.defer_mb)
         # The day files' locks first, then the store's (see PathLocks).
         with self._indexing.held(*result.files) if big else contextlib.nullcontext(), \
                 self.store.batch() if big else contextlib.nullcontext():

@@ -137,7 +137,8 @@ def copies(root: Path, env: dict[str, str], kinds: list[str], sizes: list[int], 
                          "MB_per_s": mb / statistics.median(times), "plain_copy_s": statistics.median(base),
                          "plain_MB_per_s": mb / statistics.median(base), "last_line_found": found,
                          "daemon_cpu_s": statistics.median(cpus), "cpu_s_per_MB": statistics.median(cpus) / mb,
-                         "fully_indexed_s": statistics.median(full), "fully_indexed_cpu_s": statistics.median(full_cpus)})
+                         "fully_indexed_s": statistics.median(full), "fully_indexed_cpu_s": statistics.median(full_cpus),
+                         "loadavg_1m": os.getloadavg()[0]})
             print(json.dumps(rows[-1]), flush=True)
     return rows
 
@@ -189,11 +190,14 @@ def main() -> int:
         for loop in loops:
             loop.terminate()
         shutil.rmtree(root, ignore_errors=True)
-    print(f"\nload {args.load}, medians of {args.runs}")
-    print(f"{'kind':<8} {'MB':>6} {'copy s':>8} {'MB/s':>7} {'plain s':>8} {'plain MB/s':>11} found")
+    # The machine's load average beside the result: wall times on a shared machine say little
+    # without it; the daemon's CPU seconds until close() returned say more.
+    loadavg = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\nload {args.load}, medians of {args.runs}; load average now {loadavg}")
+    print(f"{'kind':<8} {'MB':>6} {'copy s':>8} {'MB/s':>7} {'daemon cpu s':>13} {'plain s':>8} {'plain MB/s':>11} found")
     for r in rows:
-        print(f"{r['kind']:<8} {r['MB']:>6} {r['copy_s']:>8.2f} {r['MB_per_s']:>7.2f} {r['plain_copy_s']:>8.3f} "
-              f"{r['plain_MB_per_s']:>11.0f} {r['last_line_found']}")
+        print(f"{r['kind']:<8} {r['MB']:>6} {r['copy_s']:>8.2f} {r['MB_per_s']:>7.2f} {r['daemon_cpu_s']:>13.2f} "
+              f"{r['plain_copy_s']:>8.3f} {r['plain_MB_per_s']:>11.0f} {r['last_line_found']}")
     for r in append_rows:
         print(f"append {r['append_bytes']} B to a {r['transcript_MB']} MB transcript: {r['append_ms']:.1f} ms, "
               f"daemon read {r['daemon_bytes_read']:,} bytes")

@@ -3,6 +3,7 @@ bytes cost (the daemon reads no more than that of the file), and the version kep
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -260,3 +261,58 @@ def test_a_big_sync_batch_is_searchable_when_close_returns_and_chunked_exactly_a
     reference = make_memory(other, embedding__provider="none")
     reference.reconcile()
     assert after == {rel: indexed(reference, rel) for rel in days}
+
+
+def day_ids(workspace: Path) -> list[str]:
+    return [json.loads(line)["id"] for day in sorted((workspace / "clawgpt-memory").glob("*.jsonl"))
+            for line in day.read_bytes().splitlines()]
+
+
+def test_a_big_sync_file_with_repeats_and_a_line_that_is_not_text_fails_at_that_write(
+        workspace: Path, mount_factory) -> None:
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    lines = bigwrites.sync_lines(2_000_000, tag="dup").splitlines(keepends=True)
+    first, rest = lines[: len(lines) // 2], lines[len(lines) // 2:]
+    # Valid JSON, but its \ud800 escape is a lone surrogate: no UTF-8 can hold it, so no day
+    # file can.  It used to pass write(), and close() failed with EIO after some day files had
+    # grown (and one was left empty).
+    record = {**json.loads(first[-1]), "id": "not-text", "content": "broken \ud800 half"}
+    bad = json.dumps(record).encode() + b"\n"
+    assert b"\\ud800" in bad
+    target = m.mnt / "clawgpt-memory" / "2023-05-08.jsonl"
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        accepted = b"".join(first + first[:40])  # with repeats of ids of this very batch
+        assert os.write(fd, accepted) == len(accepted)
+        with pytest.raises(OSError) as refused:
+            os.write(fd, bad + b"".join(rest))
+        assert refused.value.errno == errno.EINVAL
+    finally:
+        os.close(fd)  # stores what write() accepted, each id once
+    ids = day_ids(m.workspace)
+    assert sorted(ids) == sorted(json.loads(line)["id"] for line in first)
+    assert all(day.stat().st_size for day in (m.workspace / "clawgpt-memory").glob("*.jsonl"))
+    # Sent again in a second file, with the rest: the ids stored already are not stored twice.
+    (m.mnt / "clawgpt-memory" / "inbox").write_bytes(b"".join(lines))
+    assert sorted(day_ids(m.workspace)) == sorted(json.loads(line)["id"] for line in lines)
+
+
+def test_the_day_files_of_a_big_sync_batch_are_the_mount_s_not_changes_beside_it(
+        workspace: Path, mount_factory) -> None:
+    # The watcher is on.  It used to see the day files grow while the batch was stored (they
+    # are written directly, not through the mount) and take them for changes made beside it:
+    # it indexed them again, logged each, and could keep their versions in the watcher's name.
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    (m.mnt / "clawgpt-memory" / "2023-05-08.jsonl").write_bytes(bigwrites.sync_lines(4 << 20, tag="own"))
+    days = sorted(p.relative_to(m.workspace).as_posix() for p in (m.workspace / "clawgpt-memory").glob("*.jsonl"))
+    assert len(days) > 50
+    time.sleep(1.0)  # the watcher has seen every event of the batch
+    log = "".join(p.read_text() for p in (m.state / "mounts").glob("*.log"))
+    beside = [line for line in log.splitlines() if "changed beside the mount: clawgpt-memory/" in line]
+    assert not beside, f"{len(beside)} day files taken for changes beside the mount, e.g. {beside[:2]}"
+    for rel in days[:: max(1, len(days) // 8)]:
+        out = memfs_cli("history", rel, "--json", "-w", str(m.workspace), env={"MEMFS_STATE_DIR": str(m.state)})
+        assert out.returncode == 0, out.stderr
+        assert [v["via"] for v in json.loads(out.stdout)["versions"]] == ["mount"], rel

@@ -70,6 +70,56 @@ def test_implausible_timestamps_are_rejected_naming_the_mistake(stamp: int, hint
             parse(json.dumps(message(0)).replace(str(T0), huge).encode())
 
 
+def test_lines_orjson_reads_or_writes_otherwise_are_judged_and_stored_as_json_would() -> None:
+    """JSONL lines are read by orjson when it can and by json otherwise; stored lines are made by
+    orjson: the messages, the verdicts and the bytes are json's all the same."""
+    odd = [
+        json.dumps(message(1, extra=float("nan"))),  # NaN: json reads it, orjson does not
+        json.dumps(message(2, big=10**30)),  # beyond 64 bits: orjson reads a float
+        json.dumps(message(3)).replace('"id": "chat1-3"', '"id": "first", "id": "chat1-3"'),  # last key wins
+        json.dumps(message(4, ts=T0 + 0.5)),  # a float timestamp
+        json.dumps(message(5, content="tab\t nul\x00 del\x7f \u2028 é 猫 \U0001f600 \"q\" \\ /")),
+        json.dumps(message(6, content="x", deviceId="phone")),
+    ]
+    parsed = parse("\n".join(odd).encode())
+    assert [m.id for m in parsed] == [f"chat1-{i}" for i in range(1, 7)]
+    assert parsed[3].timestamp == T0 + 0.5 and parsed[5].device_id == "phone"
+    for m in parsed:
+        assert m.line() == json.dumps(m._record(), ensure_ascii=False, separators=(",", ":")).encode()
+        assert json.loads(m.line()) == m._record()
+    # Bad lines get json's verdict, with its line number.
+    with pytest.raises(SyncError, match="line 2: unknown role"):
+        parse((odd[0] + "\n" + json.dumps(message(1, role="system"))).encode())
+    with pytest.raises(SyncError, match="line 1: invalid JSON"):
+        parse(b'{"id": "x", "content": NaN')
+
+
+def test_text_utf8_cannot_hold_is_refused_naming_the_field() -> None:
+    # A lone surrogate escape is valid JSON but no text: it could never be written to a day file.
+    with pytest.raises(SyncError, match="line 1: field 'content' holds a lone surrogate"):
+        parse(json.dumps(message(1, content="half \ud800 of it")).encode())
+    with pytest.raises(SyncError, match="field 'chatTitle' holds a lone surrogate"):
+        parse(envelope([message(1, chatTitle="\udfff")]))
+    assert parse(json.dumps(message(1, content="a pair \U0001f600")).encode())[0].content.endswith("\U0001f600")
+
+
+def test_a_batch_with_a_day_file_it_cannot_write_writes_none(tmp_path: Path) -> None:
+    from zoneinfo import ZoneInfo
+
+    from memfs.sync.store import SyncStore, SyncStoreError
+    folder = tmp_path / "clawgpt-memory"
+    folder.mkdir()
+    (tmp_path / "MEMORY.md").write_text("private\n")
+    (folder / "2024-02-07.jsonl").symlink_to("../MEMORY.md")  # the batch's last day
+    store = SyncStore(tmp_path, ZoneInfo("UTC"))
+    batch = parse("\n".join(json.dumps(message(i, ts=T0 + i * DAY)) for i in range(3)).encode())
+    with pytest.raises(SyncStoreError, match="symlink, not a day file"):
+        store.ingest(batch)
+    # The days before it used to be written already: half a batch, whose ids a retry then skipped.
+    assert sorted(p.name for p in folder.iterdir()) == ["2024-02-07.jsonl"]
+    assert (tmp_path / "MEMORY.md").read_text() == "private\n"
+
+
 def test_cli_rejects_a_timestamp_in_seconds(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()

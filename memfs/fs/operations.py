@@ -204,25 +204,47 @@ class MemfsOperations(Passthrough):
         handle.checked = handle.checked_lines = 0
         handle.parsed = []
         memory = self.writes.memory
+        writes = self.writes
+        claimed: list[str] = []
+
+        def claim(rels: list[str]) -> None:
+            """The day files the ingest's thread is about to append to are being written by us:
+            the workspace watcher must not take them for changes made beside the mount (it
+            would index them again, and could keep their versions under the wrong name)."""
+            trio.from_thread.run_sync(lambda: [writes.open_for_write(rel) for rel in rels])
+            claimed.extend(rels)
+
         try:
             result = await trio.to_thread.run_sync(memory.ingest_sync, data, handle.path, self.virtual.mode,
-                                                   handle.who or self.writes.unknown_caller, parsed, True)
+                                                   handle.who or writes.unknown_caller, parsed, True, claim)
         except SyncError as exc:
             log.warning("refused sync write to %s: %s", handle.path, exc)
+            self._unclaim(claimed)
             await self._forget_cached(handle.path)  # the kernel counted bytes that never landed
             if handle.created:
                 await self._drop_inbox(handle)  # before close() returns: a new open must not race it
             raise FUSEError(errno.EINVAL) from None
+        except BaseException:
+            self._unclaim(claimed)
+            raise
+        for rel in result.files:
+            writes.note_own(rel)  # before the claims go: the watcher knows these versions as ours
+        self._unclaim(claimed)
         await self._forget_cached(handle.path)
         if handle.created:
             await self._drop_inbox(handle)  # before close() returns: the inbox is gone by then
-        self.writes.kick()
-        for rel in result.provisional:
-            self.writes.completer.add(rel)
         for rel in result.files:
-            self.writes.note_own(rel)
             await self._forget_cached(rel)
+        # The workers last: started earlier, their threads would take the interpreter from the
+        # steps above, which close() still waits for.
+        writes.kick()
+        for rel in result.provisional:
+            writes.completer.add(rel)
         log.info("sync via %s: %d stored, %d duplicates", handle.path, result.stored, result.duplicates)
+
+    def _unclaim(self, rels: list[str]) -> None:
+        for rel in rels:
+            self.writes.closed_for_write(rel)
 
     async def _forget_cached(self, rel: str) -> None:
         """A file changed behind the kernel's back (we appended to it directly)."""

@@ -144,12 +144,13 @@ _VERSION_COLUMNS = ("v.id, v.path, v.name, v.time_ns, b.size, b.sha256, v.blob, 
 
 
 # Pieces larger than this are compressed at zlib's fastest level: a 30 MB import is kept in a
-# fraction of a second instead of a few (the text compresses about a fifth less well).
+# fraction of a second instead of a few (the text compresses about a fifth less well).  So are
+# the versions of a bulk transaction (a 30 MB sync batch's hundreds of small day files).
 FAST_COMPRESS_BYTES = 1 << 20
 
 
-def compress(data: bytes | memoryview) -> bytes:
-    return zlib.compress(data, 1 if len(data) > FAST_COMPRESS_BYTES else 6)
+def compress(data: bytes | memoryview, fast: bool = False) -> bytes:
+    return zlib.compress(data, 1 if fast or len(data) > FAST_COMPRESS_BYTES else 6)
 
 
 SAME_SECOND = "_v"  # before the counter of a second change within one second (see version_name)
@@ -188,6 +189,7 @@ class HistoryStore:
         self.path = path
         self.lock = threading.RLock()
         self._digests: tuple[tuple[int, int], dict[str, frozenset[str]]] | None = None
+        self._bulk = False  # in a bulk transaction (see transaction)
         fresh = not path.exists()
         self.conn = apsw.Connection(str(path))
         if fresh:
@@ -227,19 +229,24 @@ class HistoryStore:
             self.conn.close()
 
     @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self, bulk: bool = False) -> Iterator[None]:
         """One write transaction, taken at once (IMMEDIATE): another process adding a version of
-        the same file waits instead of deciding on a stale "newest version"."""
+        the same file waits instead of deciding on a stale "newest version".  ``bulk``: many
+        versions at once (a big sync batch), compressed at zlib's fastest level, as one big
+        piece is."""
         with self.lock:
             if not self.conn.getautocommit():  # nested in one already
                 yield
                 return
+            self._bulk = bulk
             self.conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
             except BaseException:
                 self.conn.execute("ROLLBACK")
                 raise
+            finally:
+                self._bulk = False
             self.conn.execute("COMMIT")
 
     # -- meta and fingerprints -----------------------------------------------------------------
@@ -415,10 +422,10 @@ class HistoryStore:
         if base is None or base[0] >= MAX_CHAIN:
             data = self.content(on[0]) + tail  # the chain is cut here: stored whole
             self.conn.execute("INSERT INTO blobs(sha256, size, base, chain, data) VALUES (?,?,NULL,1,?)",
-                              (digest, len(data), compress(data)))
+                              (digest, len(data), compress(data, self._bulk)))
         else:
             self.conn.execute("INSERT INTO blobs(sha256, size, base, chain, data) VALUES (?,?,?,?,?)",
-                              (digest, on[1] + len(tail), on[0], base[0] + 1, compress(tail)))
+                              (digest, on[1] + len(tail), on[0], base[0] + 1, compress(tail, self._bulk)))
         return int(self.conn.last_insert_rowid())
 
     def _blob(self, path: str, data: bytes, digest: str) -> int:
@@ -433,10 +440,11 @@ class HistoryStore:
         if (base is not None and 0 < base[1] < len(data) and base[3] < MAX_CHAIN
                 and hashlib.sha256(memoryview(data)[: base[1]]).hexdigest() == base[2]):
             self.conn.execute("INSERT INTO blobs(sha256, size, base, chain, data) VALUES (?,?,?,?,?)",
-                              (digest, len(data), base[0], base[3] + 1, compress(memoryview(data)[base[1]:])))
+                              (digest, len(data), base[0], base[3] + 1,
+                               compress(memoryview(data)[base[1]:], self._bulk)))
         else:
             self.conn.execute("INSERT INTO blobs(sha256, size, base, chain, data) VALUES (?,?,NULL,1,?)",
-                              (digest, len(data), compress(data)))
+                              (digest, len(data), compress(data, self._bulk)))
         return int(self.conn.last_insert_rowid())
 
     def deleted(self, path: str, time_ns: int, who: Provenance) -> bool:

@@ -10,8 +10,9 @@ import datetime as dt
 import json
 import math
 import time
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
+
+import orjson
 
 PREFIX = "[CLAWGPT-SYNC]"
 FIELDS = ("id", "chatId", "chatTitle", "role", "content", "timestamp")
@@ -37,8 +38,9 @@ class NotJSON(SyncError):
 _CANONICAL = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-@dataclass(frozen=True)
-class SyncMessage:
+class SyncMessage(NamedTuple):
+    # A tuple, not a frozen dataclass: a 30 MB file is some 90k messages, and a frozen
+    # dataclass's __init__ (a setattr per field) cost more than parsing their JSON.
     id: str
     chat_id: str
     chat_title: str
@@ -47,15 +49,31 @@ class SyncMessage:
     timestamp: int | float
     device_id: str | None
 
-    def canonical(self) -> str:
-        """One JSONL line, fields in the protocol's order."""
+    def _record(self) -> dict[str, Any]:
         record: dict[str, Any] = {
             "id": self.id, "chatId": self.chat_id, "chatTitle": self.chat_title, "role": self.role,
             "content": self.content, "timestamp": self.timestamp,
         }
         if self.device_id is not None:
             record["deviceId"] = self.device_id
-        return _CANONICAL.encode(record)
+        return record
+
+    def canonical(self) -> str:
+        """One JSONL line, fields in the protocol's order."""
+        return _CANONICAL.encode(self._record())
+
+    def line(self) -> bytes:
+        """:meth:`canonical` as UTF-8, the same bytes, made by orjson (a quarter of the time).
+        orjson writes strings and integers exactly as json.dumps(ensure_ascii=False) does; a
+        float timestamp (its exponent notation differs) and text orjson refuses (a lone
+        surrogate, which json.loads lets through from a \\ud800 escape) take the json module."""
+        record = self._record()
+        if type(self.timestamp) is int:
+            try:
+                return orjson.dumps(record)
+            except TypeError:  # orjson.JSONEncodeError
+                pass
+        return _CANONICAL.encode(record).encode("utf-8")
 
 
 def _utc(ms: float) -> str:
@@ -78,6 +96,16 @@ def timestamp_problem(stamp: float, now_ms: float) -> str:
             "since 1970-01-01 UTC")
 
 
+def _lone_surrogate(text: str) -> bool:
+    """Whether ``text`` holds a code point UTF-8 cannot write (json.loads lets a lone \\ud800
+    escape through): such a message could never be stored as a line of a day file."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
 def validate(record: Any, line: int | None, device_id: str | None = None, now_ms: float | None = None) -> SyncMessage:
     now_ms = time.time() * 1000 if now_ms is None else now_ms
     if not isinstance(record, dict):
@@ -88,6 +116,10 @@ def validate(record: Any, line: int | None, device_id: str | None = None, now_ms
     for name in ("id", "chatId", "chatTitle", "content"):
         if not isinstance(record[name], str):
             raise SyncError(f"field {name!r} must be a string", line)
+    for name in ("id", "chatId", "chatTitle", "content"):
+        if _lone_surrogate(record[name]):
+            raise SyncError(f"field {name!r} holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text",
+                            line)
     if not record["id"].strip():
         raise SyncError("field 'id' is empty", line)
     if record["role"] not in ROLES:
@@ -102,8 +134,47 @@ def validate(record: Any, line: int | None, device_id: str | None = None, now_ms
     device = record.get("deviceId", device_id)
     if device is not None and not isinstance(device, str):
         raise SyncError("field 'deviceId' must be a string", line)
+    if device is not None and _lone_surrogate(device):
+        raise SyncError("field 'deviceId' holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text", line)
     return SyncMessage(record["id"], record["chatId"], record["chatTitle"], record["role"], record["content"],
                        stamp, device_id if device_id is not None else device)
+
+
+def _plain(record: Any, latest: float) -> SyncMessage | None:
+    """The message of a record that passes every check of :func:`validate` at a glance (exact
+    types, an integer timestamp in range); None for anything else, which :func:`validate` then
+    judges and explains.  What this accepts, validate accepts as the same message."""
+    if type(record) is not dict:
+        return None
+    try:
+        ident, chat, title = record["id"], record["chatId"], record["chatTitle"]
+        role, content, stamp = record["role"], record["content"], record["timestamp"]
+    except KeyError:
+        return None
+    device = record.get("deviceId")
+    if (type(ident) is str and type(chat) is str and type(title) is str and type(content) is str
+            and (role == "user" or role == "assistant") and type(stamp) is int
+            and EARLIEST_MS <= stamp <= latest and (device is None or type(device) is str) and ident.strip()):
+        return SyncMessage(ident, chat, title, role, content, stamp, device)
+    return None
+
+
+def _line(raw: str, number: int, now_ms: float) -> SyncMessage:
+    """One JSONL line's message.  orjson reads it (a third of json's time) when it can, and
+    :func:`_plain` accepts it; anything else is read again by the json module and judged by
+    :func:`validate`, so the verdict and its reason are json's: orjson refuses some JSON that
+    json takes (NaN, a lone surrogate escape) and reads an integer beyond 64 bits as a float."""
+    try:
+        message = _plain(orjson.loads(raw), now_ms + AHEAD_MS)
+    except orjson.JSONDecodeError:
+        message = None
+    if message is not None:
+        return message
+    try:
+        record = json.loads(raw)
+    except ValueError as exc:
+        raise NotJSON(f"invalid JSON: {exc}", number) from None
+    return validate(record, number, now_ms=now_ms)
 
 
 def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list[SyncMessage]:
@@ -146,16 +217,8 @@ def parse(data: bytes, first_line: int = 1, now_ms: float | None = None) -> list
                 raise SyncError(f"message {index + 1} of {len(envelope['messages'])}{named}: {exc.reason}",
                                 line) from None
         return messages
-    messages = []
-    for number, raw in enumerate(text.split("\n"), start=first_line):
-        if not raw.strip():
-            continue
-        try:
-            record = json.loads(raw)
-        except ValueError as exc:
-            raise NotJSON(f"invalid JSON: {exc}", number) from None
-        messages.append(validate(record, number, now_ms=now_ms))
-    return messages
+    return [_line(raw, number, now_ms) for number, raw in enumerate(text.split("\n"), start=first_line)
+            if raw and not raw.isspace()]
 
 
 def check_unfinished(data: bytes, first_line: int = 1, now_ms: float | None = None) -> None:

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import orjson
+
 from memfs.sync.protocol import SyncMessage
 from memfs.workspace import SYNC_DIR
 
@@ -87,6 +89,38 @@ def _signature(folder: Path, hidden: Callable[[str], bool] | None = None) -> tup
                  if hidden is None or not hidden(f"{SYNC_DIR}/{path.name}"))
 
 
+SPANS_KEPT = 4096  # days whose span is kept (about 11 years of history)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_MS = dt.timedelta(milliseconds=1)
+
+
+def _day_span(day: dt.date, tz: dt.tzinfo) -> tuple[int, int]:
+    """The UTC milliseconds [start, end) of ``day`` in ``tz``, if its clock keeps one offset all
+    day: then each timestamp in the span is on that day.  A day whose offset changes (a DST
+    switch) gets an empty span, so each of its messages is dated by the zone itself.  The offset
+    is looked at every hour of the day: no zone switches and back within an hour."""
+    start = dt.datetime.combine(day, dt.time(), tz)
+    offset = start.utcoffset()
+    for hour in range(1, 25):
+        if (start + dt.timedelta(hours=hour)).utcoffset() != offset:
+            return 0, 0
+    first = (start - _EPOCH) // _MS
+    return first, first + 86_400_000
+
+
+def _check_day_file(path: Path) -> None:
+    """Refuse a day file that cannot be appended to (as :meth:`SyncStore._append` would), before
+    any of a batch's day files is written.  _append still opens each without following links."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise SyncStoreError(errno.ELOOP, f"{path.name} is a symlink, not a day file: refusing to write through it")
+    if not stat.S_ISREG(st.st_mode):
+        raise SyncStoreError(errno.EINVAL, f"{path.name} is not a regular file")
+
+
 class SyncStore:
     def __init__(self, workspace: Path, tz: dt.tzinfo) -> None:
         self.folder = workspace / SYNC_DIR
@@ -94,6 +128,8 @@ class SyncStore:
         self._ids: set[str] | None = None
         self._seen: tuple[tuple[str, int, int], ...] = ()
         self._lock = threading.Lock()
+        self._day: tuple[int, int, str] = (0, 0, "")  # the last date_file: its day's [start, end) in ms
+        self._spans: dict[dt.date, tuple[int, int, str]] = {}  # the same for each day met
 
     def _load_ids(self, hidden: Callable[[str], bool] | None = None) -> set[str]:
         signature = _signature(self.folder, hidden)
@@ -110,9 +146,12 @@ class SyncStore:
                     lines = day.read().decode("utf-8", errors="replace").split("\n")
                 for raw in lines:
                     try:
-                        record = json.loads(raw)
-                    except ValueError:
-                        continue
+                        record = orjson.loads(raw)
+                    except ValueError:  # orjson refuses some JSON that json takes (NaN, ...)
+                        try:
+                            record = json.loads(raw)
+                        except ValueError:
+                            continue
                     if isinstance(record, dict) and isinstance(record.get("id"), str):
                         ids.add(record["id"])
             if hidden is not None:
@@ -121,13 +160,26 @@ class SyncStore:
         return self._ids
 
     def date_file(self, message: SyncMessage) -> str:
-        day = dt.datetime.fromtimestamp(message.timestamp / 1000, dt.timezone.utc).astimezone(self.tz).date()
-        return f"{SYNC_DIR}/{day.isoformat()}.jsonl"
+        stamp = message.timestamp
+        low, high, rel = self._day
+        if type(stamp) is int and low <= stamp < high:
+            return rel  # the day of the message before it (a batch comes in runs of one day)
+        day = dt.datetime.fromtimestamp(stamp / 1000, dt.timezone.utc).astimezone(self.tz).date()
+        span = self._spans.get(day)
+        if span is None:  # days interleave (several chats): each day's span is worked out once
+            if len(self._spans) > SPANS_KEPT:
+                self._spans.clear()
+            span = self._spans[day] = (*_day_span(day, self.tz), f"{SYNC_DIR}/{day.isoformat()}.jsonl")
+        self._day = span
+        return span[2]
 
-    def ingest(self, messages: list[SyncMessage], hidden: Callable[[str], bool] | None = None) -> IngestResult:
+    def ingest(self, messages: list[SyncMessage], hidden: Callable[[str], bool] | None = None,
+               writing: Callable[[list[str]], None] | None = None) -> IngestResult:
         """Store new messages.  ``hidden`` (a shared mode's test for private paths): day files it
         hides are neither written nor consulted for duplicates, so a shared writer cannot add
-        to them, nor learn which ids they hold by what gets stored."""
+        to them, nor learn which ids they hold by what gets stored.  ``writing`` is told the day
+        files about to grow before the first is written (a mount's watcher must not take them
+        for changes made beside it)."""
         result = IngestResult()
         self.folder.mkdir(parents=True, exist_ok=True)
         _drop_old_lock_file(self.folder)
@@ -136,7 +188,7 @@ class SyncStore:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             try:
                 ids = self._load_ids(hidden)
-                batches: dict[str, list[str]] = {}
+                batches: dict[str, list[bytes]] = {}
                 fresh: set[str] = set()
                 for message in messages:
                     if message.id in ids or message.id in fresh:
@@ -146,7 +198,11 @@ class SyncStore:
                     target = self.date_file(message)
                     if hidden is not None and hidden(target):
                         raise SyncStoreError(errno.EACCES, f"{target} is private: a shared mode does not write to it")
-                    batches.setdefault(target, []).append(message.canonical())
+                    batches.setdefault(target, []).append(message.line())
+                for rel in batches:  # all refused before any is written: a batch lands whole or not at all
+                    _check_day_file(self.folder.parent / rel)
+                if batches and writing is not None:
+                    writing(sorted(batches))
                 for rel, lines in sorted(batches.items()):
                     result.grew_from[rel] = self._append(self.folder.parent / rel, lines, sync=len(batches) == 1)
                     result.files.append(rel)
@@ -162,7 +218,7 @@ class SyncStore:
         return result
 
     @staticmethod
-    def _append(path: Path, lines: list[str], sync: bool = True) -> int:
+    def _append(path: Path, lines: list[bytes], sync: bool = True) -> int:
         """Append ``lines`` to the day file ``path``; returns its size before."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
@@ -179,7 +235,7 @@ class SyncStore:
             prefix = b""
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 prefix = b"\n"  # never glue our line onto a line someone left unfinished
-            os.write(fd, prefix + ("\n".join(lines) + "\n").encode("utf-8"))
+            os.write(fd, prefix + b"\n".join(lines) + b"\n")
             if sync:
                 os.fsync(fd)
         finally:

@@ -147,7 +147,7 @@ class EmbeddingConfig(_Section):
     # neighbours' and snippets grow over them.  "all" does both, "off" neither (true/false are
     # taken as all/off).  read_once, when on, comes first; the openai provider (no output states)
     # reads whole.
-    late_chunking: Literal["chats", "all", "off"] = "chats"
+    late_chunking: Literal["auto", "chats", "all", "off"] = "auto"
 
     @field_validator("late_chunking", mode="before")
     @classmethod

@@ -140,14 +140,15 @@ class EmbeddingConfig(_Section):
     read_once: bool = False
     # local: read each chunk once and make each unit's vector from the model's output states over
     # its span in the chunk, its heading or chat title included (memfs.index.latechunks): ~1.1
-    # word pieces read per piece indexed instead of 3.3.  "chats" (default) does it for JSONL
-    # (sync chats, session transcripts), where a message's vector gains its title and the turns
-    # around it (dev set: sync R@6 .834 -> .838, MRR .671 -> .686); Markdown is read whole, since
-    # pooled over a list of unrelated facts (MEMORY.md) a fact's own meaning drowns in its
-    # neighbours' and snippets grow over them.  "all" does both, "off" neither (true/false are
-    # taken as all/off).  read_once, when on, comes first; the openai provider (no output states)
-    # reads whole.
-    late_chunking: Literal["chats", "all", "off"] = "chats"
+    # word pieces read per piece indexed instead of 2.4-3.6.  "auto" (default) does it for JSONL
+    # (sync chats, session transcripts) and for Markdown but MEMORY.md, whose units are turns or
+    # paragraphs of one text (dev set: sync R@6 .834 -> .838; daily logs, see README); MEMORY.md's
+    # facts are each read alone, once (read_once's way): pooled over a list of unrelated facts a
+    # fact's own meaning drowns in its neighbours'.  "chats" reads JSONL late and Markdown whole
+    # (the default before), "all" reads everything late, "off" nothing (true/false are taken as
+    # all/off).  read_once, when on, comes first; the openai provider (no output states) reads
+    # whole.
+    late_chunking: Literal["auto", "chats", "all", "off"] = "auto"
 
     @field_validator("late_chunking", mode="before")
     @classmethod

@@ -1,9 +1,9 @@
 """The embedding model reads each text about once (real LoCoMo files, the real local model): word
 pieces read per word piece indexed at most 1.25 with late chunking (a chunk read once, a unit's
 vector pooled over its span in it, recomputed here from the ONNX session's own output states),
-which is the default for JSONL chats and `embedding.late_chunking = "all"` for Markdown too, and
-with embedding.read_once (a chunk's vector made from its units'); Markdown by default, and
-everything with embedding.late_chunking off, is read whole."""
+which is the default for JSONL chats and daily logs (`embedding.late_chunking = "auto"`), and
+with embedding.read_once (a chunk's vector made from its units'), which is how MEMORY.md's facts
+are read by default; everything with embedding.late_chunking off is read whole."""
 
 from __future__ import annotations
 
@@ -57,12 +57,12 @@ FILES = [("locomo-2023-05-08.md", "memory/2023-05-08.md"),
          ("locomo-2023-05-08.jsonl", "clawgpt-memory/2023-05-08.jsonl")]
 
 
-READ_ONCE_WAYS = [({"embedding__late_chunking": "all"}, *FILES[0]), ({}, *FILES[1]),
+READ_ONCE_WAYS = [({}, *FILES[0]), ({}, *FILES[1]), ({"embedding__late_chunking": "all"}, *FILES[0]),
                   ({"embedding__read_once": "true"}, *FILES[0]), ({"embedding__read_once": "true"}, *FILES[1])]
 
 
 @pytest.mark.parametrize(("settings", "source", "rel"), READ_ONCE_WAYS,
-                         ids=["md_late_all", "jsonl_default", "md_read_once", "jsonl_read_once"])
+                         ids=["md_default", "jsonl_default", "md_late_all", "md_read_once", "jsonl_read_once"])
 def test_the_model_reads_each_text_about_once(workspace: Path, make_config, provider: LocalProvider,
                                               source: str, rel: str, settings: dict[str, str]) -> None:
     target = _copy(workspace, source, rel)
@@ -103,11 +103,11 @@ def _line_span(text: str, line: str, before: int | None = None) -> tuple[int, in
     return start, start + len(line)
 
 
-@pytest.mark.parametrize(("settings", "source", "rel"), [({"embedding__late_chunking": "all"}, *FILES[0]),
-                                                         ({}, *FILES[1])], ids=["md_late_all", "jsonl_default"])
+@pytest.mark.parametrize(("settings", "source", "rel"), [({}, *FILES[0]), ({}, *FILES[1])],
+                         ids=["md_default", "jsonl_default"])
 def test_a_units_vector_is_pooled_over_its_span_in_its_chunk(workspace: Path, make_config, provider: LocalProvider,
                                                              settings: dict[str, str], source: str, rel: str) -> None:
-    """Read late (a chat's messages by default), a unit's vector is the mean of the model's output
+    """Read late (a chat's messages and a daily log's turns by default), a unit's vector is the mean of the model's output
     states over its lines (and its chat title's or headings' line) in its chunk, read once; not
     the unit read on its own."""
     _copy(workspace, source, rel)
@@ -187,21 +187,52 @@ def test_a_chunk_vector_is_its_whole_reading(workspace: Path, make_config, provi
         memory.close()
 
 
-def test_markdown_is_read_whole_by_default(workspace: Path, make_config, provider: LocalProvider) -> None:
-    """A daily log's (or MEMORY.md's) unit is read on its own by default: pooled over a list of
-    unrelated facts, a fact's vector would take its neighbours' meaning."""
-    _copy(workspace, *FILES[0])
+FACTS = """# Long-term Memory
+
+## User Preferences
+
+- Prefers tea, no sugar.
+- The user is allergic to penicillin.
+- Works remotely from Lisbon.
+
+## People
+
+- Wife: Priya Raman
+- Manager: Tom Okafor
+"""
+
+
+def test_memory_md_facts_are_read_alone_by_default(workspace: Path, make_config, provider: LocalProvider) -> None:
+    """MEMORY.md's facts are not pooled with their neighbours by default (a fact's meaning is its
+    own): a fact read without its heading has the vector of its text read alone, one under its
+    heading the piece-weighted mean of the two read alone, and the chunk the mean of its parts;
+    no text is read twice."""
+    (workspace / "MEMORY.md").write_text(FACTS)
     memory = Memory(make_config(workspace), provider=provider)
     try:
+        before = provider.pieces_read
         memory.index()
-        ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks WHERE path = ?", (FILES[0][1],))]
+        assert memory.pending == 0
+        read = provider.pieces_read - before
+        ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks WHERE path = 'MEMORY.md'")]
         units = memory.store.units_of(ids)
-        assert len(units) > 10
+        twins = 0
         for unit in units:
             stored = unpack_unit_vector(unit.vector, provider.dims)
             assert stored is not None
-            alone = provider.embed([unit.embedding_text])[0]
-            assert float(stored @ alone) / float(np.linalg.norm(stored)) > 0.995, unit.text
+            parts = readings.unit_readings(unit)
+            expected = readings.mean(parts, dict(zip(parts, provider.embed(parts))))
+            assert float(stored @ expected) / float(np.linalg.norm(stored)) > 0.995, unit.text
+            twins += unit.reading == plain(unit.text)
+        assert twins >= 5  # each list item also read without its heading
+        parts = readings.chunk_readings(units)
+        expected = readings.mean(parts, dict(zip(parts, provider.embed(parts))))
+        assert memory.store.vector_similarity(expected, ids)[ids[0]] > 0.999
+        # Each text once: the facts, their headings, nothing else (a short fact's [CLS] and [SEP]
+        # are most of what is read beyond it: 61 pieces for 39 of text here; read whole, 2.5 times
+        # as many).
+        texts = set(parts) | {t for unit in units for t in readings.unit_readings(unit)}
+        assert read == sum(len(e.ids) for e in provider.tokenizer.encode_batch(sorted(texts)))
     finally:
         memory.close()
 
@@ -209,10 +240,32 @@ def test_markdown_is_read_whole_by_default(workspace: Path, make_config, provide
 def test_an_upgrade_to_late_chats_does_not_read_markdown_again(workspace: Path, make_config,
                                                                 provider: LocalProvider) -> None:
     """Whole readings are cached as whole readings whatever the setting: an index built with late
-    chunking off (as every index before it) re-embeds its chats when the default reads them late,
-    and finds its Markdown's vectors in the cache."""
+    chunking off (as every index before it) re-embeds its chats when late_chunking = "chats"
+    reads them late, and finds its Markdown's vectors in the cache."""
     _copy(workspace, *FILES[0])
     before = Memory(make_config(workspace, embedding__late_chunking="off"), provider=provider)
+    try:
+        before.index()
+        assert before.pending == 0
+    finally:
+        before.close()
+    read = provider.pieces_read
+    memory = Memory(make_config(workspace, embedding__late_chunking="chats"), provider=provider)  # rebuilds
+    try:
+        memory.index()
+        assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats"
+        assert provider.pieces_read == read, "Markdown read again"
+    finally:
+        memory.close()
+
+
+def test_an_upgrade_from_late_chats_to_the_default_does_not_read_chats_again(workspace: Path, make_config,
+                                                                              provider: LocalProvider) -> None:
+    """Late readings are cached by how a file is read, not by the setting that made it so: an index
+    built under late_chunking = "chats" (the default before "auto") finds its chats' vectors when the
+    default reads its daily logs late too, and reads only the Markdown."""
+    _copy(workspace, *FILES[1])
+    before = Memory(make_config(workspace, embedding__late_chunking="chats"), provider=provider)
     try:
         before.index()
         assert before.pending == 0
@@ -222,7 +275,7 @@ def test_an_upgrade_to_late_chats_does_not_read_markdown_again(workspace: Path, 
     memory = Memory(make_config(workspace), provider=provider)  # rebuilds: its fingerprint changed
     try:
         memory.index()
-        assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats"
-        assert provider.pieces_read == read, "Markdown read again"
+        assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-auto"
+        assert provider.pieces_read == read, "chats read again"
     finally:
         memory.close()

@@ -46,6 +46,21 @@ def test_a_strong_meaning_only_match_passes_the_default(facts, query: str, expec
     assert all(expected not in r.snippet for r in results[1:])  # the other facts are not dragged in
 
 
+def test_a_fact_keeps_its_meaning_beside_a_late_read_daily_log(workspace: Path, make_memory, locomo_day) -> None:
+    """By default a daily log is read late and MEMORY.md's facts each alone: the penicillin fact is
+    not pooled with the Postgres and standup lines around it, so a question by meaning finds it."""
+    write(workspace / "MEMORY.md", FACTS)
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    assert memory.store.fingerprint.get("readings") == "late-auto"
+    for query, expected in (("medication allergy", "penicillin"), ("what medicine can't the user take", "penicillin"),
+                            ("moving the payments DB to a newer version", "Postgres")):
+        results = memory.search(query).results
+        assert results and results[0].path == "MEMORY.md" and expected in results[0].snippet, query
+        assert results[0].score >= memory.cfg.search.min_score
+
+
 TEMPLATE_FACTS = """# Long-term Memory
 
 Curated, durable facts. Edit in place; keep it short; replace outdated facts.
@@ -120,10 +135,15 @@ def test_the_top_of_a_list_never_depends_on_n(workspace: Path, make_memory, loco
         assert [r.score for r in ten] == sorted((r.score for r in ten), reverse=True)
 
 
-def test_a_citation_covers_exactly_the_snippet(workspace: Path, make_memory, locomo_day) -> None:
+@pytest.mark.parametrize("settings", [{}, {"embedding__late_chunking": "all"}], ids=["default", "late_all"])
+def test_a_citation_covers_exactly_the_snippet(workspace: Path, make_memory, locomo_day,
+                                               settings: dict[str, str]) -> None:
+    """A daily log is read late (its turns pooled in one reading of their chunk, so neighbouring
+    turns read alike): the snippet still grows only by turns with evidence of their own."""
     locomo_day(workspace)
-    memory = make_memory(workspace)
+    memory = make_memory(workspace, **settings)
     memory.index()
+    assert memory.store.fingerprint.get("readings") in ("late-auto", "late")
     results = memory.search("LGBTQ support group", max_results=6, min_score=0).results
     assert results and results[0].path == "memory/2023-05-08.md"
     for r in results:

@@ -32,6 +32,7 @@ from memfs import longpath
 from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking, latechunks, readings
+from memfs.index.latechunks import read_as
 from memfs.index.backlog import RateMeter
 from memfs.index.embeddings import INPUT_TOKENS, Provider
 from memfs.index.messages import parse_jsonl, session_header
@@ -116,30 +117,32 @@ def fingerprint_change(built: dict[str, object], wanted: dict[str, object]) -> s
 
 
 def reading_mode(cfg: Config, provider: str) -> str:
-    """How the model reads a chunk and its units: "once" (each text once, vectors of several
-    made as means: embedding.read_once), "late" (each chunk once, a unit's vector pooled over its
-    span: embedding.late_chunking, the local model only, which gives its output states), else
-    "whole" (each chunk and each unit read whole)."""
+    """How the settings have the model read: "once" (each text once, vectors of several made as
+    means: embedding.read_once), "late-auto" (chats and daily logs late, MEMORY.md's facts once),
+    "late" (everything late), "late-chats" (chats late, Markdown whole), else "whole" (each
+    chunk and each unit read whole).  Late chunking (embedding.late_chunking) needs the local
+    model, which gives its output states."""
     if cfg.embedding.read_once:
         return "once"
     if cfg.embedding.late_chunking != "off" and provider == "local":
-        return "late" if cfg.embedding.late_chunking == "all" else "late-chats"
+        return {"all": "late", "chats": "late-chats", "auto": "late-auto"}[cfg.embedding.late_chunking]
     return "whole"
 
 
-def reads_late(mode: str, jsonl: bool) -> bool:
-    """Whether a chunk (JSONL or Markdown) is read late in this reading mode."""
-    return mode == "late" or (mode == "late-chats" and jsonl)
-
-
-def cache_model(cfg: Config, provider: str, model: str, jsonl: bool) -> str:
+def cache_model(cfg: Config, provider: str, model: str, kind: FileKind) -> str:
     """The model name the embedding cache files a chunk's (or its units') vectors under: a vector
     made another way than by reading its text whole is not a whole reading, so it is kept apart
-    (turning a setting off again must not find them); a whole reading is filed as one whatever
-    the setting, so Markdown read whole under late_chunking = "chats" finds the vectors it had
-    (an upgrade re-embeds the chats, not a year of daily logs)."""
-    mode = reading_mode(cfg, provider)
-    return f"{model}+{mode}" if mode == "once" or reads_late(mode, jsonl) else model
+    (turning a setting off again must not find them).  Names say how a file is read, not which
+    setting made it read so, so a change of setting re-embeds only the files it reads otherwise:
+    a whole reading is filed as one whatever the setting (Markdown read whole under
+    late_chunking = "chats" finds the vectors it had), MEMORY.md read once under "+once" as
+    embedding.read_once files it, and a late reading under "+late" -- a chat's under
+    "+late-chats", the name it had when chats alone were read late, so moving from "chats" to
+    "auto" (the default since) re-embeds the Markdown, not a year of chats."""
+    how = read_as(reading_mode(cfg, provider), kind)
+    if how == "late" and kind.is_jsonl:
+        return f"{model}+late-chats"
+    return model if how == "whole" else f"{model}+{how}"
 
 
 class Indexer:
@@ -243,7 +246,7 @@ class Indexer:
             # Read late (each chunk once, its messages pooled in it), overlapping chunks would read
             # the carried messages again, and every chunk its chat's title: chunks of a chat do
             # not overlap then (a message keeps its context: its title and its chunk).
-            late = reads_late(reading_mode(self.cfg, self.cfg.embedding.provider), jsonl=True)
+            late = read_as(reading_mode(self.cfg, self.cfg.embedding.provider), kind) == "late"
             carried = 0 if late else min(overlap, limit // 4)
             return chunking.chunk_messages(messages, limit, carried)
         return chunking.chunk_markdown(text, size, overlap)
@@ -303,7 +306,7 @@ class Indexer:
         unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
         cached = {}
         name, model, _ = self.identity_source()
-        model = cache_model(self.cfg, name, model, jsonl=classify(rel, self.cfg.index.extra_paths).is_jsonl)
+        model = cache_model(self.cfg, name, model, kind)
         if name != "none":
             wanted = hashes + [h for per_chunk in unit_hashes for h in per_chunk]
             cached = self.store.cached_vectors(name, model, wanted)
@@ -440,20 +443,34 @@ class Indexer:
             of_chunk.setdefault(unit.chunk_id, []).append(unit)
         spans_of = getattr(self.provider, "embed_spans", None)
         mode = reading_mode(self.cfg, name)
+        # Each file's chunks are read as its kind is (read_as); a provider without output states
+        # reads whole what would be read late.
+        ways: dict[tuple[str, str], list[StoredChunk]] = {}  # (cache model, how read) -> chunks
+        for chunk in chunks:
+            kind = classify(chunk.path, self.cfg.index.extra_paths)
+            how, model = read_as(mode, kind), cache_model(self.cfg, name, base, kind)
+            if how == "late" and spans_of is None:
+                how, model = "whole", base
+            ways.setdefault((model, how), []).append(chunk)
         done = 0
-        if spans_of is not None and (late := [c for c in chunks if reads_late(mode, c.jsonl)]):
-            ids = {c.id for c in late}
-            done = self._embed_late(name, cache_model(self.cfg, name, base, jsonl=True), late,
-                                    [u for u in wanted if u.chunk_id in ids], of_chunk, spans_of)
-            chunks = [c for c in chunks if c.id not in ids]
-            wanted = [u for u in wanted if u.chunk_id not in ids]
-            if not chunks and not wanted:
-                return done
-        model = cache_model(self.cfg, name, base, jsonl=False)  # read whole (or once) from here on
-        if self.cfg.embedding.read_once:
+        for (model, how), group in ways.items():
+            ids = {c.id for c in group}
+            group_units = [u for u in wanted if u.chunk_id in ids]
+            if how == "late":
+                done += self._embed_late(name, model, group, group_units, of_chunk, spans_of)
+            else:
+                done += self._embed_read(name, model, how == "once", group, group_units, of_chunk)
+        return done
+
+    def _embed_read(self, name: str, model: str, once: bool, chunks: list[StoredChunk], wanted: list[StoredUnit],
+                    of_chunk: dict[int, list[StoredUnit]]) -> int:
+        """Vectors of chunks and units read whole (each passage and its chunk read on its own)
+        or, ``once``, made from readings each read once (:mod:`memfs.index.readings`)."""
+        assert self.provider is not None
+        if once:
             parts = {u.id: readings.unit_readings(u) for u in wanted}
             chunk_parts = {c.id: readings.chunk_readings(of_chunk.get(c.id, [])) or [plain(c.text)] for c in chunks}
-        else:  # each passage read whole, the chunk too (embedding.read_once says why)
+        else:
             parts = {u.id: [u.embedding_text] for u in wanted}
             chunk_parts = {c.id: [plain(c.text)] for c in chunks}
         texts = list(dict.fromkeys([t for p in parts.values() for t in p] + [t for p in chunk_parts.values() for t in p]))
@@ -468,7 +485,7 @@ class Indexer:
         self.store.store_embedded(name, model, [(hashes[t], vectors[t]) for t in fresh],
                                   [(c, v) for c, v in chunk_items if v is not None],
                                   [(u, v) for u, v in unit_items if v is not None])
-        return done + len(chunk_items) + len(unit_items)
+        return len(chunk_items) + len(unit_items)
 
     def _embed_late(self, name: str, model: str, chunks: list[StoredChunk], wanted: list[StoredUnit],
                     of_chunk: dict[int, list[StoredUnit]], spans_of: Callable[..., Any]) -> int:

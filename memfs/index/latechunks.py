@@ -26,8 +26,34 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from memfs.index.units import plain
+from memfs.workspace import LONG_TERM_NAMES, FileKind
 
 Span = list[tuple[int, int]]
+
+
+def read_as(mode: str, kind: FileKind) -> str:
+    """How a file of this kind is read in this reading mode: "late", "once" or "whole".
+
+    Under "late-auto" a chat (JSONL) and any Markdown but MEMORY.md are read late: their units
+    are turns or paragraphs of one text, which mean more read with the text around them.
+    MEMORY.md holds durable facts, one per line or list item, unrelated to their neighbours:
+    pooled in one reading, "allergic to penicillin" took on the meaning of the Postgres and
+    standup lines beside it.  So its units are read alone, each text once (embedding.read_once's
+    way: :mod:`memfs.index.readings`), and its chunks' vectors are means of theirs."""
+    if mode == "once":
+        return "once"
+    if mode == "late" or (mode in ("late-chats", "late-auto") and kind.is_jsonl):
+        return "late"
+    if mode == "late-auto":
+        return "once" if kind is FileKind.LONG_TERM else "late"
+    return "whole"
+
+
+def was_pooled(mode: str, path: str, jsonl: bool) -> bool:
+    """Whether a stored chunk's units were read late (their vectors pooled in one reading of
+    the chunk), from the reading mode the index was built with (its fingerprint's "readings")."""
+    kind = FileKind.SYNC if jsonl else FileKind.LONG_TERM if path in LONG_TERM_NAMES else FileKind.DAILY_LOG
+    return read_as(mode, kind) == "late"
 
 
 class _Unit(Protocol):

@@ -38,6 +38,7 @@ np = lazy_module("numpy")
 from memfs.config import SearchConfig
 from memfs.index import scoring
 from memfs.index.coverage import terms_present
+from memfs.index.latechunks import was_pooled
 from memfs.index.store import Store, StoredChunk, StoredUnit
 from memfs.index.text import search_terms, stems
 from memfs.index.vectors import unpack_unit_vectors
@@ -67,6 +68,12 @@ COMMON_TERM_MIN_CHUNKS = 5000
 # .17 or coherence .53: .816, 824 tokens.
 MERGE_FLOOR = 0.17
 MERGE_COHERENCE = 0.53
+# Units read late (memfs.index.latechunks) were pooled in one reading of their chunk, so two
+# neighbours read alike whatever they say: their cosine has a median of .82 (.59 read whole), and
+# .53 is reached by 94% of neighbouring pooled units against 66% read whole; on the dev set's
+# daily logs read late, snippets grew from 15.6 to 22.5 lines.  So a snippet in a pooled chunk
+# grows by own evidence alone; MERGE_FLOOR holds for it (over unrelated passages its 95th
+# percentile is .16 pooled, .17 whole).  scripts/merge_floor.py measures all of these.
 # Nor by a passage further away than this many blank lines (a new topic, or emptied noise).
 MERGE_GAP = 2
 # A query is embedded from its first characters (the model reads 256 word pieces anyway).
@@ -433,12 +440,13 @@ def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Sco
 
 
 def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int,
-            vectors: dict[int, np.ndarray]) -> tuple[int, int, str]:
+            vectors: dict[int, np.ndarray], pooled: bool = False) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
     its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
     heading of something else), all within ``limit`` characters: (first line, last line,
-    snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed."""
+    snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed.
+    ``pooled``: the chunk was read late, its units pooled in one reading (see MERGE_FLOOR)."""
     chunk = item.chunk
     position = next(i for i, u in enumerate(order)
                     if (u.start_line, u.end_line) == (item.unit.start_line, item.unit.end_line))
@@ -464,6 +472,8 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
         evidence = by_unit.get(neighbour.id, 0.0)
         if evidence >= MERGE_FLOOR:
             return evidence
+        if pooled:  # read with the match, it reads like it whatever it says
+            return None
         vector = vectors.get(neighbour.id)
         if anchor is not None and vector is not None and float(anchor @ vector) >= MERGE_COHERENCE:
             return evidence
@@ -541,6 +551,7 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
     if options.decay_days:
         scored = _decay(scored, options.decay_days, today or dt.datetime.now(dt.timezone.utc).date())
     scored = [s for s in scored if s.score >= params.min_score]
+    mode = str((store.fingerprint or {}).get("readings", "whole"))
     results: list[SearchResult] = []
     chosen: list[np.ndarray] = []
     remaining = list(scored)
@@ -551,7 +562,7 @@ def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: S
                for r in results):
             continue  # already in an earlier result's snippet
         start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars,
-                                      found.vectors)
+                                      found.vectors, not item.chunk.jsonl and was_pooled(mode, item.chunk.path, item.chunk.jsonl))
         spans = [(r.start_line, r.end_line) for r in results if r.path == path]
         if any(a <= end and start <= b for a, b in spans):
             # Two results of one file never overlap: this one keeps only lines no earlier result

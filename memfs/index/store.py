@@ -554,7 +554,7 @@ class Store:
     # an index, so taking the next batch costs the same behind 200 passages or 200,000.
 
     def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredChunk]:
-        columns = "id, path, start_line, end_line, hash, text, jsonl"  # jsonl: how it is read (reads_late)
+        columns = "id, path, start_line, end_line, hash, text, jsonl"  # jsonl: how it is read (indexer.read_as)
         if paths:
             marks = ",".join("?" * len(paths))
             sql = (f"SELECT {columns} FROM chunks INDEXED BY chunks_path WHERE embedded = 0 AND path IN ({marks}) "

@@ -279,3 +279,32 @@ def test_an_upgrade_from_late_chats_to_the_default_does_not_read_chats_again(wor
         assert provider.pieces_read == read, "chats read again"
     finally:
         memory.close()
+
+
+def test_a_line_read_late_in_two_logs_has_each_logs_vector(workspace: Path, make_config,
+                                                           provider: LocalProvider) -> None:
+    """A Markdown unit read late is its span in its chunk's reading: the same line in two daily
+    logs of other subjects gets two vectors, each pooled in its own log, and neither is taken
+    from the cache for the other (filed under its text alone, the log indexed second got the
+    first one's vector, and answers depended on what was indexed first)."""
+    line = "## 10:00\nDone, and it went well."
+    (workspace / "memory").mkdir(exist_ok=True)
+    (workspace / "memory" / "2026-01-01.md").write_text(
+        f"# 2026-01-01\n\n## 09:00\nBaked sourdough bread with rye flour for the family.\n{line}\n")
+    memory = Memory(make_config(workspace), provider=provider)
+    try:
+        memory.index()
+        assert memory.pending == 0
+        (workspace / "memory" / "2026-01-02.md").write_text(
+            f"# 2026-01-02\n\n## 09:00\nMigrated the payments database to PostgreSQL 16.\n{line}\n")
+        memory.index()  # the first log's vectors are in the cache now
+        assert memory.pending == 0
+        units = {}
+        for path, chunk_id in memory.store.conn.execute("SELECT path, id FROM chunks WHERE path LIKE 'memory/%'"):
+            units.update({str(path): u for u in memory.store.units_of([int(chunk_id)]) if "went well" in u.text})
+        assert len(units) == 2
+        a, b = (unpack_unit_vector(units[p].vector, provider.dims) for p in sorted(units))
+        assert a is not None and b is not None
+        assert float(a @ b) / float(np.linalg.norm(a) * np.linalg.norm(b)) < 0.99
+    finally:
+        memory.close()

@@ -73,6 +73,11 @@ class Outcome:
     provisional: bool = False  # keyword rows only: Indexer.complete makes the exact chunks
 
 
+def unit_key(text: str, chunk_hash: str, by_chunk: bool) -> str:
+    """A unit's cache key: its text's hash, or with its chunk's (see Indexer._keyed_by_chunk)."""
+    return text_hash(f"{chunk_hash}\n{text}") if by_chunk else text_hash(text)
+
+
 def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -303,9 +308,10 @@ class Indexer:
         if classify(rel, self.cfg.index.extra_paths).is_jsonl:
             record = read.resumable(record, chunks)
         hashes = [text_hash(plain(c.text)) for c in chunks]  # what the model reads, and the cache key
-        unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
-        cached = {}
         name, model, _ = self.identity_source()
+        unit_hashes = [[unit_key(u.embedding_text, hashes[i], self._keyed_by_chunk(name, kind)) for u in c.units]
+                       for i, c in enumerate(chunks)]
+        cached = {}
         model = cache_model(self.cfg, name, model, kind)
         if name != "none":
             wanted = hashes + [h for per_chunk in unit_hashes for h in per_chunk]
@@ -315,6 +321,17 @@ class Indexer:
                                           [chunk_days(rel, c) for c in chunks],
                                           from_line=read.first_line if read.append else None)
         return Outcome(rel, "indexed", chunks=len(chunks), pending=pending, reason=record.warning)
+
+    def _keyed_by_chunk(self, provider: str, kind: FileKind) -> bool:
+        """Whether a unit's vector is filed under its chunk's text as well as its own: a unit of
+        Markdown read late has the vector of its span in its chunk's reading, and a Markdown
+        line (a timed heading, "- done", a line in two overlapping chunks) recurs in other
+        chunks, where it reads otherwise; filed under its text alone, whichever context embedded
+        it first would give every later one its vector (and answers would depend on what was
+        indexed before).  A chat message keeps the key of its text alone: it is one message (by
+        id) in one chunk, chats' chunks do not overlap when read late, and so an index built
+        when chats alone were read late keeps its vectors."""
+        return not kind.is_jsonl and read_as(reading_mode(self.cfg, provider), kind) == "late"
 
     def _provisional(self, rel: str, text: str, read: _Read) -> Outcome:
         """Keyword rows for a big write, stored in one transaction: the file's lines cut by their

@@ -18,7 +18,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,6 +146,12 @@ _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning
                  "resume_offset")
 
 
+def _nearest(matrix: VectorMatrix, query: Callable[[], np.ndarray | None], k: int,
+             include_private: bool) -> tuple[np.ndarray | None, list[tuple[int, float]]]:
+    vector = query()
+    return vector, ([] if vector is None else matrix.knn(vector, k, include_private))
+
+
 def _file_record(row: tuple) -> FileRecord:
     return FileRecord(*row[:7], bool(row[7]), *row[8:])
 
@@ -199,9 +206,13 @@ class Store:
             self._day_index()
         self._matrix: VectorMatrix | None = None
         self._matrix_version = -1
+        self._knn_pool: ThreadPoolExecutor | None = None  # see nearest_later
 
     def close(self) -> None:
         with self.lock:
+            if self._knn_pool is not None:
+                self._knn_pool.shutdown(wait=True)
+                self._knn_pool = None
             self.conn.close()
 
     # -- schema and metadata -------------------------------------------------------------------
@@ -864,6 +875,26 @@ class Store:
                 (blob, min(k, VEC_KNN_MAX)),
             ).fetchall()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def nearest_later(self, query: Callable[[], np.ndarray | None], k: int, include_private: bool = True
+                      ) -> Future[tuple[np.ndarray | None, list[tuple[int, float]]]] | None:
+        """``vector_candidates(query(), k, include_private)`` on a thread of its own: (the query
+        vector, its nearest chunks).  ``query`` is called there, so the wait for a query being
+        embedded elsewhere and the matrix product over every chunk vector (numpy releases the GIL)
+        both run while the caller does the keyword side.  None when the index has no in-memory
+        matrix (a small one: sqlite-vec answers, on the connection, after the caller's work).
+
+        The thread reads the matrix without the lock: the caller must hold ``self.lock`` from
+        this call until it has the future's result, which keeps every writer (and a reload) out."""
+        if not self.has_vectors:
+            return None
+        with self.lock:
+            matrix = self._vector_matrix()
+            if matrix is None:
+                return None
+            if self._knn_pool is None:
+                self._knn_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-knn")
+            return self._knn_pool.submit(_nearest, matrix, query, k, include_private)
 
     def vector_similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]:
         """Exact cosine similarity of the given chunks to the query (those that have a vector)."""

@@ -20,6 +20,8 @@ What is measured, all in one run on this machine:
   KNN must read), and the query's embedding alone (which the search waits for);
 - the CPU time the searching process spends per hybrid search (the query's embedding is spent in
   the embedding service): on a busy machine, wall time is mostly waiting for a core;
+- the load average (1 minute) as each row was done: the machine's other work, to compare rows
+  measured at different times by;
 - resident memory of a fresh process after searching each index, and the index's bytes per
   chunk by table (SQLite's dbstat);
 - with ``--load N``, N busy loops (``python -c 'while 1: pass'``) run during every measurement,
@@ -38,6 +40,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -265,7 +268,7 @@ def main() -> int:
         if any(size > args.written for size in sizes):
             print(f"chunks beyond the first {args.written} are SQL copies of those (see replicate)")
         print(f"{'chunks':>8}  {'build s':>7} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} "
-              f"{'fts p50':>8} {'p95':>7} {'ratio p50':>10} {'cpu p50':>8} {'matmul p50':>11} {'embed p50':>10} {'RSS MB':>7}")
+              f"{'fts p50':>8} {'p95':>7} {'ratio p50':>10} {'cpu p50':>8} {'matmul p50':>11} {'embed p50':>10} {'RSS MB':>7} {'load':>5}")
         rows, loaded = [], []
         for size in sizes:
             size_cfg = load_config(workspace=workspace, agent=f"bench-{size}", env={},
@@ -327,7 +330,8 @@ def main() -> int:
                 (rows if load == 0 else loaded).append(row)
                 print(f"{size:>8}{'*' if load else ' '}{build_seconds:>7.0f} {store_rate:>11.0f} {per_chunk_bytes:>8.0f} {row[2]:>10.1f}ms "
                       f"{row[3]:>6.1f}ms {row[4]:>7.1f}ms {row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x "
-                      f"{pct(cpu, 50):>6.1f}ms {pct(matmul, 50):>9.1f}ms {pct(embed, 50):>8.1f}ms {rss['after_search']:>7.0f}")
+                      f"{pct(cpu, 50):>6.1f}ms {pct(matmul, 50):>9.1f}ms {pct(embed, 50):>8.1f}ms {rss['after_search']:>7.0f} "
+                      f"{os.getloadavg()[0]:>5.1f}")
             print(f"{'':>8} bytes per chunk by table: {tables}")
         for before, after in [*itertools.pairwise(rows), *itertools.pairwise(loaded)]:
             print(f"{before[0]} -> {after[0]} chunks (x{after[0] / before[0]:g}): hybrid p50 x{after[2] / before[2]:.2f}, "

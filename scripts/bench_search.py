@@ -3,6 +3,8 @@
 vs FTS5-only vs the physical limits, quiet or under load.
 
     python scripts/bench_search.py [--sizes 1000,10000,100000,1000000] [--queries 60] [--load 2]
+    python scripts/bench_search.py --keep DIR ...; then --keep DIR --reuse ...  (search the same
+        indexes again, e.g. with other code on PYTHONPATH: before/after in one sitting)
 
 What is measured, all in one run on this machine:
 - model throughput: the local provider embedding real 400-token LoCoMo chunks (chunks/s), and
@@ -18,6 +20,8 @@ What is measured, all in one run on this machine:
   KNN must read), and the query's embedding alone (which the search waits for);
 - the CPU time the searching process spends per hybrid search (the query's embedding is spent in
   the embedding service): on a busy machine, wall time is mostly waiting for a core;
+- the load average (1 minute) as each row was done: the machine's other work, to compare rows
+  measured at different times by;
 - resident memory of a fresh process after searching each index, and the index's bytes per
   chunk by table (SQLite's dbstat);
 - with ``--load N``, N busy loops (``python -c 'while 1: pass'``) run during every measurement,
@@ -36,6 +40,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import os
 import random
 import subprocess
 import sys
@@ -170,6 +175,43 @@ def replicate(store: Store, base: int, size: int, vectors) -> None:
                                ((offset + begin + i, fresh[i].tobytes()) for i in range(end - begin + 1)))
 
 
+def build(size_cfg, paths, size: int, written_max: int, provider, base_vectors: np.ndarray,
+          turns: list[tuple[str, str]], rng: np.random.Generator, pick: random.Random) -> tuple[float, float, float, str]:
+    """Write the ``size``-chunk index: (build seconds, chunks/s, bytes per chunk, bytes by table)."""
+    store = Store(paths.index, paths.cache)
+    store.set_fingerprint(fingerprint(size_cfg, provider_identity(size_cfg.embedding)), provider.dims)
+    # Written directly, so the index must say whose it is or Memory rebuilds it empty.
+    store.set_meta("workspace", paths.identity.as_json())
+
+    def mixed(count: int) -> np.ndarray:
+        i = rng.integers(0, len(base_vectors), count)
+        j = rng.integers(0, len(base_vectors), count)
+        mix = base_vectors[i] + 0.5 * base_vectors[j] + 0.05 * rng.standard_normal((count, provider.dims))
+        return (mix / np.linalg.norm(mix, axis=1, keepdims=True)).astype(np.float32)
+
+    started = time.perf_counter()
+    written, day = 0, 0
+    while written < min(size, written_max):
+        chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: min(size, written_max) - written]
+        hashes = [text_hash(plain(c.text)) for c in chunks]
+        unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
+        flat = [h for per in unit_hashes for h in per]
+        cached = dict(zip(hashes + flat, (v.tobytes() for v in mixed(len(hashes) + len(flat)))))
+        record = FileRecord(f"memory/bench-{day:05d}.md", "daily_log", str(day), 0.0, 0, 0, "")
+        store.replace_file(record, chunks, hashes, [fts_body(c.text) for c in chunks], cached, unit_hashes)
+        written += len(chunks)
+        day += 1
+    if written < size:
+        replicate(store, written, size, mixed)
+    build_seconds = time.perf_counter() - started
+    store_rate = size / build_seconds
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    per_chunk_bytes = (paths.index.stat().st_size + paths.cache.stat().st_size) / size
+    tables = table_bytes(paths.index, size)
+    return build_seconds, store_rate, per_chunk_bytes, tables
+
+
 def busy_loops(count: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while 1: pass"]) for _ in range(count)]
 
@@ -181,11 +223,16 @@ def main() -> int:
     parser.add_argument("--queries", type=int, default=60)
     parser.add_argument("--model-chunks", type=int, default=120, help="real chunks embedded for throughput")
     parser.add_argument("--keep", type=Path, default=None, help="build in this (empty) folder and keep it, to profile")
+    parser.add_argument("--reuse", action="store_true",
+                        help="with --keep: search the indexes a --keep run left there instead of building them "
+                             "(model and store throughput are not measured)")
     parser.add_argument("--load", type=int, default=0, help="busy loops running while searches are measured")
     parser.add_argument("--written", type=int, default=100_000,
                         help="chunks written through the store; beyond, copies of them are made in SQL (see replicate)")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
+    if args.reuse and not args.keep:
+        parser.error("--reuse searches the indexes of a --keep folder: give --keep")
 
     base_texts = real_chunks(args.dev)
     turns = real_turns(args.dev)
@@ -193,14 +240,14 @@ def main() -> int:
 
     with (contextlib.nullcontext(str(args.keep)) if args.keep else tempfile.TemporaryDirectory()) as tmp:
         workspace, state = Path(tmp) / "ws", Path(tmp) / "state"
-        workspace.mkdir()
+        workspace.mkdir(exist_ok=args.reuse)
         cfg = load_config(workspace=workspace, env={}, overrides=[("state_dir", str(state))])
         memory = Memory(cfg)
         provider = memory.provider
-        sample = base_texts[: args.model_chunks]
+        sample = base_texts[: 0 if args.reuse else args.model_chunks]
         started = time.perf_counter()
         base_vectors = provider.embed(sample)
-        model_rate = len(sample) / (time.perf_counter() - started)
+        model_rate = len(sample) / max(time.perf_counter() - started, 1e-9)
         sample_units = [u.embedding_text for path in sorted(args.dev.glob("conv-*/memory/*.md"))
                         for c in chunk_markdown(path.read_text(), 400, 80) for u in c.units]
         per_chunk = len(sample_units) / max(1, len(base_texts))
@@ -209,9 +256,10 @@ def main() -> int:
         provider.embed(unit_sample)
         unit_seconds = time.perf_counter() - started
         memory.close()
-        print(f"model: {provider.model}, {model_rate:.1f} chunks/s embedding real 400-token chunks; "
+        if not args.reuse:
+            print(f"model: {provider.model}, {model_rate:.1f} chunks/s embedding real 400-token chunks; "
               f"with their units ({per_chunk:.1f} per chunk, cached by text) "
-              f"{len(sample) / (len(sample) / model_rate + unit_seconds):.1f} chunks/s")
+                  f"{len(sample) / (len(sample) / model_rate + unit_seconds):.1f} chunks/s")
 
         rng = np.random.default_rng(1)
         pick = random.Random(1)
@@ -220,45 +268,24 @@ def main() -> int:
         if any(size > args.written for size in sizes):
             print(f"chunks beyond the first {args.written} are SQL copies of those (see replicate)")
         print(f"{'chunks':>8}  {'build s':>7} {'store ch/s':>11} {'B/chunk':>8} {'hybrid p50':>11} {'p95':>7} "
-              f"{'fts p50':>8} {'p95':>7} {'ratio p50':>10} {'cpu p50':>8} {'matmul p50':>11} {'embed p50':>10} {'RSS MB':>7}")
+              f"{'fts p50':>8} {'p95':>7} {'ratio p50':>10} {'cpu p50':>8} {'matmul p50':>11} {'embed p50':>10} {'RSS MB':>7} {'load':>5}")
         rows, loaded = [], []
         for size in sizes:
             size_cfg = load_config(workspace=workspace, agent=f"bench-{size}", env={},
                                    overrides=[("state_dir", str(state))])
             paths = locate(size_cfg)
-            store = Store(paths.index, paths.cache)
-            store.set_fingerprint(fingerprint(size_cfg, provider_identity(size_cfg.embedding)), provider.dims)
-            # Written directly, so the index must say whose it is or Memory rebuilds it empty.
-            store.set_meta("workspace", paths.identity.as_json())
-
-            def mixed(count: int) -> np.ndarray:
-                i = rng.integers(0, len(base_vectors), count)
-                j = rng.integers(0, len(base_vectors), count)
-                mix = base_vectors[i] + 0.5 * base_vectors[j] + 0.05 * rng.standard_normal((count, provider.dims))
-                return (mix / np.linalg.norm(mix, axis=1, keepdims=True)).astype(np.float32)
-
-            started = time.perf_counter()
-            written, day = 0, 0
-            while written < min(size, args.written):
-                chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: min(size, args.written) - written]
-                hashes = [text_hash(plain(c.text)) for c in chunks]
-                unit_hashes = [[text_hash(u.embedding_text) for u in c.units] for c in chunks]
-                flat = [h for per in unit_hashes for h in per]
-                cached = dict(zip(hashes + flat, (v.tobytes() for v in mixed(len(hashes) + len(flat)))))
-                record = FileRecord(f"memory/bench-{day:05d}.md", "daily_log", str(day), 0.0, 0, 0, "")
-                store.replace_file(record, chunks, hashes, [fts_body(c.text) for c in chunks], cached, unit_hashes)
-                written += len(chunks)
-                day += 1
-            if written < size:
-                replicate(store, written, size, mixed)
-            build_seconds = time.perf_counter() - started
-            store_rate = size / build_seconds
-            store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            store.close()
-            per_chunk_bytes = (paths.index.stat().st_size + paths.cache.stat().st_size) / size
-            tables = table_bytes(paths.index, size)
+            if args.reuse:
+                if not paths.index.exists():
+                    raise SystemExit(f"--reuse: no {size}-chunk index in {args.keep} (build it with --keep first)")
+                build_seconds = store_rate = float("nan")
+                per_chunk_bytes = (paths.index.stat().st_size + paths.cache.stat().st_size) / size
+                tables = table_bytes(paths.index, size)
+            else:
+                build_seconds, store_rate, per_chunk_bytes, tables = build(
+                    size_cfg, paths, size, args.written, provider, base_vectors, turns, rng, pick)
             for load in sorted({0, args.load}):
                 loops = busy_loops(load)
+
 
                 # memfs's own search path (Memory.search) against plain FTS5 BM25 on the same file.
                 memory = Memory(size_cfg, provider=provider)
@@ -303,7 +330,8 @@ def main() -> int:
                 (rows if load == 0 else loaded).append(row)
                 print(f"{size:>8}{'*' if load else ' '}{build_seconds:>7.0f} {store_rate:>11.0f} {per_chunk_bytes:>8.0f} {row[2]:>10.1f}ms "
                       f"{row[3]:>6.1f}ms {row[4]:>7.1f}ms {row[5]:>6.1f}ms {row[2] / max(row[4], 1e-6):>9.1f}x "
-                      f"{pct(cpu, 50):>6.1f}ms {pct(matmul, 50):>9.1f}ms {pct(embed, 50):>8.1f}ms {rss['after_search']:>7.0f}")
+                      f"{pct(cpu, 50):>6.1f}ms {pct(matmul, 50):>9.1f}ms {pct(embed, 50):>8.1f}ms {rss['after_search']:>7.0f} "
+                      f"{os.getloadavg()[0]:>5.1f}")
             print(f"{'':>8} bytes per chunk by table: {tables}")
         for before, after in [*itertools.pairwise(rows), *itertools.pairwise(loaded)]:
             print(f"{before[0]} -> {after[0]} chunks (x{after[0] / before[0]:g}): hybrid p50 x{after[2] / before[2]:.2f}, "

@@ -76,3 +76,36 @@ def test_files_with_problems_are_found_without_reading_every_file(workspace: Pat
                                      "WHERE error != '' OR warning != ''").fetchall()
     assert any("files_problems" in str(row[-1]) for row in plan)
     assert memory.store.problem_files() == problems
+
+
+def test_files_being_chunked_are_found_without_reading_every_file(workspace: Path, make_memory, locomo_day) -> None:
+    # Every search asks which files are still being chunked (a big write's provisional chunks);
+    # it reads the partial index, not every file, and an index without it gets it when opened.
+    from memfs.index.store import PROVISIONAL_HASH, FileRecord
+
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    store = memory.store
+    store.replace_file(FileRecord("memory/big.md", "daily_log", PROVISIONAL_HASH + "abc", 0.0, 0, 0, ""), [], [], [], {})
+    asked: list[tuple[str, object]] = []
+
+    def seen(cursor, sql: str, bindings) -> bool:
+        asked.append((sql, bindings))
+        return True
+
+    store.conn.exec_trace = seen
+    try:
+        assert store.provisional_paths() == ["memory/big.md"]
+        assert store.provisional_paths(include_private=False) == ["memory/big.md"]
+    finally:
+        store.conn.exec_trace = None
+    for sql, bindings in [(s, b) for s, b in asked if "FROM files" in s]:
+        plan = store.conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings or ()).fetchall()
+        assert any("files_provisional" in str(row[-1]) for row in plan), (sql, plan)
+    with store.transaction() as conn:
+        conn.execute("DROP INDEX files_provisional")
+    memory.close()
+    memory = make_memory(workspace)
+    assert "files_provisional" in _tables(memory)
+    assert memory.store.provisional_paths() == ["memory/big.md"]

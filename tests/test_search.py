@@ -267,3 +267,36 @@ def test_a_word_in_most_chunks_is_left_out_of_a_large_index_keyword_query_by_its
     assert search.informative_terms(memory.store, ["melanie", "weather"]) == ["melanie", "weather"]  # none rare
     monkeypatch.setattr(search, "COMMON_TERM_MIN_CHUNKS", 5000)
     assert search.informative_terms(memory.store, ["melanie", "pottery"]) == ["melanie", "pottery"]  # small index
+
+
+def test_nearest_chunks_are_found_beside_the_keyword_side(workspace: Path, make_memory, locomo_day,
+                                                          monkeypatch) -> None:
+    """With the in-memory matrix (a large index; here from the first vector on), the pending query
+    vector is awaited and the KNN run on another thread while the search holds the store's lock
+    (no write can move the matrix meanwhile), and the answer is the one a ready vector gives."""
+    import threading
+
+    from memfs.index import store as store_module
+    from memfs.index.search import SearchParams, hybrid_search
+
+    monkeypatch.setattr(store_module, "MATRIX_MIN_VECTORS", 1)
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    store = memory.store
+    params = SearchParams.from_config(memory.cfg.search)
+    seen: list[tuple[threading.Thread, bool]] = []
+    for query in ("When did Caroline go to the LGBTQ support group?", "a painting of the sun over the lake"):
+        vector = memory.provider.embed([query])[0]
+
+        def pending() -> object:
+            free = store.lock.acquire(blocking=False)  # an RLock: the search's own thread would get it
+            if free:
+                store.lock.release()
+            seen.append((threading.current_thread(), free))
+            return vector
+
+        ready = hybrid_search(store, query, vector, params)
+        assert ready and hybrid_search(store, query, pending, params) == ready
+    assert store._matrix is not None
+    assert all(thread is not threading.current_thread() and not free for thread, free in seen), seen

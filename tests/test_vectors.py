@@ -124,3 +124,16 @@ def test_an_index_with_float16_unit_vectors_answers_and_takes_new_ones_packed(wo
     assert sizes == {2 * dims, dims + 4}
     top = memory.search("the grey kitten Caroline adopted").results[0]
     assert top.path == "memory/2023-05-09.md" and top.vector_score > 0.5
+
+
+def test_the_knn_product_runs_on_one_blas_thread() -> None:
+    """On a busy machine OpenBLAS's second thread waiting for a core made the product 10x slower;
+    the limit holds for the product only."""
+    from threadpoolctl import threadpool_info
+
+    from memfs.index.vectors import one_blas_thread
+
+    before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    with one_blas_thread():
+        assert {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"} == {1}
+    assert [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"] == before

@@ -29,6 +29,7 @@ import functools
 import logging
 import re
 from collections.abc import Callable
+from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
 
 from memfs.lazy import lazy_module
@@ -338,6 +339,23 @@ class Scored:
 def score_units(store: Store, query: str, query_vector: QueryVector, include_private: bool,
                 hides: Callable[[str], bool] | None, scope: Scope) -> Scored:
     """Every unit of the candidate chunks with its calibrated score."""
+    where, params = scope.sql()
+    # Held throughout: the nearest chunks are found on another thread, from the in-memory matrix
+    # the lock keeps writers away from (see Store.nearest_later).
+    with store.lock:
+        nearest = (store.nearest_later(query_vector, POOL, include_private)
+                   if callable(query_vector) and not where else None)
+        try:
+            return _score_units(store, query, query_vector, include_private, hides, scope, nearest)
+        finally:
+            if nearest is not None:
+                nearest.cancel()
+                wait([nearest])  # the thread reads the matrix: not after the lock is let go
+
+
+def _score_units(store: Store, query: str, query_vector: QueryVector, include_private: bool,
+                 hides: Callable[[str], bool] | None, scope: Scope,
+                 nearest: Future[tuple[np.ndarray | None, list[tuple[int, float]]]] | None) -> Scored:
     terms = search_terms(query)
     where, params = scope.sql()
     keyword = store.keyword_top(informative_terms(store, terms, include_private), POOL, include_private, where,
@@ -351,18 +369,23 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
         return terms_present([f"{u.context}\n{u.text}" if u.context else u.text for u in units], list(weights.idf))
 
     # The keyword side's chunks, units and term matches are read while the query is still being
-    # embedded (by another thread or the embedding service): half of a search's work then costs
-    # no time of its own.  Only the chunks the vector side adds are read after.
+    # embedded (by another thread or the embedding service) and, in a large index, while its
+    # nearest chunks are found on another thread (``nearest``): the wait for the query vector and
+    # the matrix product over every chunk vector then cost no time of their own.  Only the chunks
+    # the vector side adds are read after.
     keyword_ids = [cid for cid, _ in keyword]
     chunks = visible(keyword_ids)
     weights = query_weights(store, terms, include_private)
     units = store.units_of(chunks)
     present = matched(units)
-    if callable(query_vector):
-        query_vector = query_vector()
     vector: list[tuple[int, float]] = []
-    if query_vector is not None:
-        vector = store.vector_candidates(query_vector, POOL, include_private, where, params)
+    if nearest is not None:
+        query_vector, vector = nearest.result()
+    else:
+        if callable(query_vector):
+            query_vector = query_vector()
+        if query_vector is not None:
+            vector = store.vector_candidates(query_vector, POOL, include_private, where, params)
     known = set(keyword_ids)
     added = visible(list(dict.fromkeys(cid for cid, _ in vector if cid not in known)))
     if added:

@@ -18,7 +18,8 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,12 +55,6 @@ FTS_TOKENIZER = "porter unicode61 remove_diacritics 2"
 # Rows are still deleted one by one (contentless_delete, SQLite 3.43+).  An index made with a
 # content table answers the same SQL, so it keeps working as it is.
 FTS_OPTIONS = f"tokenize='{FTS_TOKENIZER}', content='', contentless_delete=1"
-
-
-_LATE_INDEXES = {
-    "chunks_day": "CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)",
-    "files_problems": "CREATE INDEX IF NOT EXISTS files_problems ON files(path) WHERE error != '' OR warning != ''",
-}
 
 
 def _varint(data: bytes) -> int | None:
@@ -131,6 +126,17 @@ PROVISIONAL = 2
 # start, if the daemon stopped before the exact chunks were made) sees a hash that differs from
 # the file's and indexes it again, exactly.
 PROVISIONAL_HASH = "provisional:"
+# The files whose chunks are provisional, oldest first; every search asks (to say a big write is
+# still being chunked).  Literal, so SQLite uses the partial index files_provisional (a scan of
+# every file cost ~4-7 ms a search at 100k chunks, ~6,000 files here).
+_PROVISIONAL = f"substr(hash, 1, {len(PROVISIONAL_HASH)}) = '{PROVISIONAL_HASH}'"
+_PROVISIONAL_FILES = f"SELECT path FROM files WHERE {_PROVISIONAL}{{scope}} ORDER BY indexed_at"
+
+_LATE_INDEXES = {
+    "chunks_day": "CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)",
+    "files_problems": "CREATE INDEX IF NOT EXISTS files_problems ON files(path) WHERE error != '' OR warning != ''",
+    "files_provisional": f"CREATE INDEX IF NOT EXISTS files_provisional ON files(indexed_at) WHERE {_PROVISIONAL}",
+}
 
 
 _INDEX_TABLES = frozenset({"meta", "files", "chunks", "chunks_fts", "chunks_fts_vocab", "units", "private_fts",
@@ -143,6 +149,12 @@ class StoreError(RuntimeError):
 
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
+
+
+def _nearest(matrix: VectorMatrix, query: Callable[[], np.ndarray | None], k: int,
+             include_private: bool) -> tuple[np.ndarray | None, list[tuple[int, float]]]:
+    vector = query()
+    return vector, ([] if vector is None else matrix.knn(vector, k, include_private))
 
 
 def _file_record(row: tuple) -> FileRecord:
@@ -202,9 +214,13 @@ class Store:
             self._day_index()
         self._matrix: VectorMatrix | None = None
         self._matrix_version = -1
+        self._knn_pool: ThreadPoolExecutor | None = None  # see nearest_later
 
     def close(self) -> None:
         with self.lock:
+            if self._knn_pool is not None:
+                self._knn_pool.shutdown(wait=True)
+                self._knn_pool = None
             self.conn.close()
 
     # -- schema and metadata -------------------------------------------------------------------
@@ -304,7 +320,8 @@ class Store:
         """Indexes added after schema 6 (an index of an earlier memfs gets them here, without a
         rebuild): ``chunks_day`` finds recent passages for the embedding queue; ``files_problems``
         the few files with an error or a warning, which every search reads (at 100k chunks a
-        scan of every file cost ~3 ms a search)."""
+        scan of every file cost ~3 ms a search); ``files_provisional`` the files still being
+        chunked, which every search asks for too."""
         with self.lock:
             have = {str(r[0]) for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         missing = [sql for name, sql in _LATE_INDEXES.items() if name not in have]
@@ -508,8 +525,7 @@ class Store:
         """Files whose chunks are still provisional (their exact chunks are owed)."""
         scope = "" if include_private else " AND private = 0"
         with self.lock:
-            rows = self.conn.execute(f"SELECT path FROM files WHERE substr(hash, 1, ?) = ?{scope} ORDER BY indexed_at",
-                                     (len(PROVISIONAL_HASH), PROVISIONAL_HASH)).fetchall()
+            rows = self.conn.execute(_PROVISIONAL_FILES.format(scope=scope)).fetchall()
         return [str(r[0]) for r in rows]
 
     def remove_file(self, path: str) -> bool:
@@ -874,6 +890,26 @@ class Store:
                 (blob, min(k, VEC_KNN_MAX)),
             ).fetchall()
         return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+    def nearest_later(self, query: Callable[[], np.ndarray | None], k: int, include_private: bool = True
+                      ) -> Future[tuple[np.ndarray | None, list[tuple[int, float]]]] | None:
+        """``vector_candidates(query(), k, include_private)`` on a thread of its own: (the query
+        vector, its nearest chunks).  ``query`` is called there, so the wait for a query being
+        embedded elsewhere and the matrix product over every chunk vector (numpy releases the GIL)
+        both run while the caller does the keyword side.  None when the index has no in-memory
+        matrix (a small one: sqlite-vec answers, on the connection, after the caller's work).
+
+        The thread reads the matrix without the lock: the caller must hold ``self.lock`` from
+        this call until it has the future's result, which keeps every writer (and a reload) out."""
+        if not self.has_vectors:
+            return None
+        with self.lock:
+            matrix = self._vector_matrix()
+            if matrix is None:
+                return None
+            if self._knn_pool is None:
+                self._knn_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-knn")
+            return self._knn_pool.submit(_nearest, matrix, query, k, include_private)
 
     def vector_similarity(self, query: np.ndarray, ids: list[int]) -> dict[int, float]:
         """Exact cosine similarity of the given chunks to the query (those that have a vector)."""

@@ -15,9 +15,19 @@ vectors a cosine moves by at most ~0.003 (float16: ~0.0002), far below the gaps 
 thresholds and rankings are fitted on (tests/test_vectors.py measures it).  Blobs written as
 float16 by earlier versions (``2 * dims`` bytes) are still read, so an existing index keeps
 answering without a rebuild; its units are re-encoded as they are rewritten.
+
+The KNN's matrix product runs on one BLAS thread: it reads every vector once (memory-bound, ~150
+MB at 100k chunks), so a second thread gains little on a quiet machine, and on a busy one (2
+cores shared with other work) OpenBLAS's second thread spinning for a core made a 10k-chunk
+product take 40 ms instead of 2 ms.  A search runs it beside its keyword side (see
+:meth:`memfs.index.store.Store.nearest_later`), which needs the other core.
 """
 
 from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
 
 from memfs.lazy import lazy_module
 
@@ -62,6 +72,23 @@ def unpack_unit_vector(blob: bytes | None, dims: int) -> np.ndarray | None:
         return None
     row = unpack_unit_vectors([blob], dims)[0]
     return None if np.isnan(row[0]) else row
+
+
+_blas_lock = threading.Lock()
+_blas: list[object] = []  # threadpoolctl's controller, made on first use (it scans loaded libraries, ~2 ms)
+
+
+@contextlib.contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS limited to one thread for the block (OpenBLAS's setting is the process's: a product
+    on another thread meanwhile runs on one thread too)."""
+    with _blas_lock:
+        if not _blas:
+            from threadpoolctl import ThreadpoolController
+
+            _blas.append(ThreadpoolController())
+    with _blas[0].limit(limits=1, user_api="blas"):  # type: ignore[attr-defined]
+        yield
 
 
 class VectorMatrix:
@@ -129,7 +156,8 @@ class VectorMatrix:
         length so the dot product is the cosine."""
         if not self.rows:
             return []
-        scores = self.matrix[: self.used] @ np.asarray(query, dtype=np.float32)
+        with one_blas_thread():
+            scores = self.matrix[: self.used] @ np.asarray(query, dtype=np.float32)
         excluded = self.ids[: self.used] < 0
         if not include_private:
             excluded |= self.private[: self.used]

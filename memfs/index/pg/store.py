@@ -28,7 +28,8 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 
 import numpy as np
@@ -530,6 +531,12 @@ class PgStore:
                                     "AND private = ANY (%s)",
                                     (self.tenant, [False, True] if include_private else [False])).fetchone()
         return int(row[0])
+
+    def nearest_later(self, query: Callable[[], np.ndarray | None], k: int, include_private: bool = True
+                      ) -> Future[tuple[np.ndarray | None, list[tuple[int, float]]]] | None:
+        """None: the nearest chunks are found by the server, on this store's one connection, after
+        the keyword side (a second connection per search would overlap them; not done yet)."""
+        return None
 
     def vector_candidates(self, query: np.ndarray, k: int, include_private: bool = True,
                           where: str = "", params: Iterable[object] = ()) -> list[tuple[int, float]]:

@@ -140,15 +140,17 @@ class EmbeddingConfig(_Section):
     read_once: bool = False
     # local: read each chunk once and make each unit's vector from the model's output states over
     # its span in the chunk, its heading or chat title included (memfs.index.latechunks): ~1.1
-    # word pieces read per piece indexed instead of 2.4-3.6.  "auto" (default) does it for JSONL
-    # (sync chats, session transcripts) and for Markdown but MEMORY.md, whose units are turns or
-    # paragraphs of one text (dev set: sync R@6 .834 -> .838; daily logs, see README); MEMORY.md's
-    # facts are each read alone, once (read_once's way): pooled over a list of unrelated facts a
-    # fact's own meaning drowns in its neighbours'.  "chats" reads JSONL late and Markdown whole
-    # (the default before), "all" reads everything late, "off" nothing (true/false are taken as
-    # all/off).  read_once, when on, comes first; the openai provider (no output states) reads
-    # whole.
-    late_chunking: Literal["auto", "chats", "all", "off"] = "auto"
+    # word pieces read per piece indexed instead of 2.4-3.6.  "chats" (default) does it for JSONL
+    # (sync chats, session transcripts), whose messages are turns of one conversation under a
+    # title (dev set: sync R@6 .834 -> .838); Markdown is read whole.  "auto" also reads Markdown
+    # late but MEMORY.md (whose facts are each read alone, once, read_once's way): on the dev set's
+    # daily logs (each one conversation) every recall figure rose, but a newcomer's daily log of
+    # unrelated entries lost its own words' matches ("tyre pressure" .85 -> .44, under the
+    # threshold, beside the line saying "tyre"): pooled with unrelated neighbours, an entry's
+    # meaning drowns in theirs, as MEMORY.md's facts did.  "all" reads everything late, "off"
+    # nothing (true/false are taken as all/off).  read_once, when on, comes first; the openai
+    # provider (no output states) reads whole.
+    late_chunking: Literal["auto", "chats", "all", "off"] = "chats"
 
     @field_validator("late_chunking", mode="before")
     @classmethod

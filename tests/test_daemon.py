@@ -136,8 +136,8 @@ def test_settings_that_build_the_index_are_answered_by_its_daemon_saying_when_th
                   "-w", str(workspace), env=env)
     assert changed.returncode == 0 and f"answered by the daemon with pid {served.pid}" in changed.stderr, changed.stderr
     assert changed.stdout == same.stdout
-    assert ("memfs: chunking.tokens, embedding.late_chunking differ from what the running serve indexes with: they "
-            "take effect when it is started again") in changed.stderr
+    assert ("memfs: chunking.tokens, embedding.late_chunking differ from the settings the running serve indexes "
+            "with; they take effect on its index when it is started again") in changed.stderr
     alone = run("search", "penicillin", "--set", "chunking.tokens=300", "-w", str(workspace),
                 env={**env, "MEMFS_NO_DAEMON": "1"})
     assert alone.returncode == 0 and alone.stdout == same.stdout

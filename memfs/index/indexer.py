@@ -109,11 +109,19 @@ _FINGERPRINT_WORDS = {
 }
 
 
+# How passages are read, in the settings' words (the fingerprint's "readings").
+_READINGS_WORDS = {"whole": "everything read whole", "late-chats": "chats read late", "late": "everything read late",
+                   "late-auto": "chats and Markdown but MEMORY.md read late", "once": "each text read once"}
+
+
 def fingerprint_change(built: dict[str, object], wanted: dict[str, object]) -> str:
     """How the settings an index was built with differ from ``wanted``, for a person:
     ``chunking.tokens 400 -> 300; ...``."""
     def value(fp: dict[str, object], key: str) -> object:
-        return fp.get(key, "whole" if key == "readings" else "none")
+        if key == "readings":
+            mode = str(fp.get(key, "whole"))
+            return _READINGS_WORDS.get(mode, mode)
+        return fp.get(key, "none")
 
     order = list(_FINGERPRINT_WORDS)
     keys = sorted(set(built) | set(wanted), key=lambda k: (order.index(k) if k in order else len(order), k))

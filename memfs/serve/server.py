@@ -305,8 +305,10 @@ class SocketServer:
             # answer from this index), and says when the change takes effect.
             cfg = cfg.model_copy(update={"embedding": self.memory.cfg.embedding, "chunking": self.memory.cfg.chunking})
             again = "mounted" if self.kind == "mount" else "started"
-            note = (f"memfs: {', '.join(differ)} differ from what the running {self.kind} indexes with: they take "
-                    f"effect when it is {again} again\n")
+            one = len(differ) == 1
+            note = (f"memfs: {', '.join(differ)} {'differs' if one else 'differ'} from the settings the running "
+                    f"{self.kind} indexes with; {'it takes' if one else 'they take'} effect on its index when it is "
+                    f"{again} again (a --set on one command does not change it)\n")
         return cfg, invocation, str(request["command"]), args, note
 
     def answer(self, cfg: Config, invocation: Invocation, command: str, args: dict[str, Any],

@@ -316,3 +316,23 @@ def test_the_day_files_of_a_big_sync_batch_are_the_mount_s_not_changes_beside_it
         out = memfs_cli("history", rel, "--json", "-w", str(m.workspace), env={"MEMFS_STATE_DIR": str(m.state)})
         assert out.returncode == 0, out.stderr
         assert [v["via"] for v in json.loads(out.stdout)["versions"]] == ["mount"], rel
+
+
+def test_a_carrier_file_sent_to_twice_in_a_row_takes_or_refuses_each_line(workspace: Path, mount_factory) -> None:
+    """A carrier file (a new name in clawgpt-memory/) is gone when close() returns: `>>` to the
+    same name straight after creates it again, so the second line is refused with EINVAL (a bad
+    one) or stored (a good one). The carrier used to go at release, which the kernel sends after
+    close() returns, and its name stayed in the kernel's cache: the second `>>` opened the gone
+    file and failed with ENOENT (2 of 3 tries in a newcomer's walk, every time here)."""
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    message = ('{"id": "m-%d", "chatId": "c1", "chatTitle": "Trip", "role": "user", '
+               '"content": "ferry note %d", "timestamp": 1793613600000}')
+    script = "; ".join(
+        [f"echo bad >> clawgpt-memory/new{i}.jsonl; echo rc=$?" for i in range(4) for _ in range(2)]
+        + [f"echo '{message % (i, i)}' >> clawgpt-memory/inbox.jsonl; echo rc=$?" for i in range(4)])
+    out = subprocess.run(["bash", "-c", script], cwd=m.mnt, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["rc=1"] * 8 + ["rc=0"] * 4, out.stderr
+    assert "No such file" not in out.stderr and out.stderr.count("Invalid argument") == 8, out.stderr
+    assert sorted(day_ids(m.workspace)) == [f"m-{i}" for i in range(4)]
+    assert len(list((m.workspace / "clawgpt-memory" / ".rejected").glob("*.reason"))) == 8

@@ -195,6 +195,12 @@ class MemfsOperations(Passthrough):
 
     async def _ingest(self, handle: Any) -> None:
         if not handle.staged:
+            if handle.created:
+                # Nothing to store (a refused write left nothing staged): the carrier goes now, at
+                # flush, which close() waits for; left to release, which the kernel sends after
+                # close() returns, a quick second `>>` found the name and opened the file just as
+                # release removed it (ENOENT instead of EINVAL or a stored message).
+                await self._drop_inbox(handle)
             return
         data = bytes(handle.staged)
         # The lines validated as write() took them are not parsed again.
@@ -265,9 +271,20 @@ class MemfsOperations(Passthrough):
         full = self.full(rel)
         try:
             if os.lstat(full).st_size == 0 and not (rel.endswith(".jsonl") and daily_date(rel)):
+                inode = self.inodes.inode_of(rel)
                 os.unlink(full)
                 self.inodes.unlinked(rel)
-                await self._forget_cached(rel)
+                parent = self.inodes.inode_of(rel.rpartition("/")[0])
+                if parent is not None:
+                    # Waited for, not queued: the kernel must have forgotten the name before
+                    # close() returns, or the next `>>` finds the cached entry, opens the gone
+                    # file instead of creating it, and fails with ENOENT.  A worker thread, so
+                    # requests the kernel needs meanwhile (a lookup in this folder) are answered.
+                    name = os.fsencode(rel.rpartition("/")[2])
+                    try:
+                        await trio.to_thread.run_sync(pyfuse3.invalidate_entry, parent, name, inode or 0)
+                    except OSError:
+                        pass  # the kernel had no entry for it
         except FileNotFoundError:
             pass
 

@@ -26,17 +26,29 @@ if TYPE_CHECKING:
 log = logging.getLogger("memfs")
 
 
+LOG_FORMAT = "%(asctime)s memfs[%(process)d] %(levelname)s %(name)s: %(message)s"
+
+
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING if verbose == 0 else logging.INFO if verbose == 1 else logging.DEBUG
     # A command's warnings are for the person who typed it, in the words a CLI uses; -v is for
     # following what happens, with times, processes and the module that said it.
     if verbose:
-        logging.basicConfig(level=level, format="%(asctime)s memfs[%(process)d] %(levelname)s %(name)s: %(message)s",
-                            stream=sys.stderr)
+        logging.basicConfig(level=level, format=LOG_FORMAT, stream=sys.stderr)
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_PlainFormatter())
     logging.basicConfig(level=level, handlers=[handler])
+
+
+def _daemon_logging(verbose: int) -> None:
+    """A long-running process (a mount, a daemon, the MCP server) logs for whoever reads its log
+    later: INFO at least, with times, process and module, whatever a command's stderr looks like."""
+    root = logging.getLogger()
+    if verbose == 0:
+        root.setLevel(logging.INFO)
+    for handler in root.handlers:
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
 
 
 class _PlainFormatter(logging.Formatter):
@@ -581,8 +593,7 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
         for warning in lifecycle.shadowed_warnings(cfg):
             click.echo(f"warning: {warning}", err=True)
         if foreground:
-            if opts["verbose"] == 0:
-                logging.getLogger().setLevel(logging.INFO)
+            _daemon_logging(opts["verbose"])
             launch = {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,
                       "config_file": opts["config_file"], "overrides": [parse_override(o) for o in opts["overrides"]]}
             from memfs.memory import IndexBusy
@@ -665,8 +676,7 @@ def _serve(workspace_dir: Path | None, opts: dict[str, Any], idle: float | None 
     try:
         opts = _options({**opts, "workspace": workspace_dir or opts["workspace"]})
         cfg = _config(opts)
-        if opts["verbose"] == 0:
-            logging.getLogger().setLevel(logging.INFO)
+        _daemon_logging(opts["verbose"])
         if on_demand and not cfg.daemon.on_demand:
             ready("off")
             return
@@ -720,6 +730,8 @@ def mcp_cmd(**opts: Any) -> None:
 
     opts = _options(opts)
     _setup_logging(opts["verbose"])  # on stderr: stdout is the protocol
+    for handler in logging.getLogger().handlers:  # a server's log, for its host's log viewer
+        handler.setFormatter(logging.Formatter(LOG_FORMAT))
     # A missing workspace or a bad setting ends it here, with the message, not at each tool call.
     cfg = _config(opts)
     memory = _memory(cfg)

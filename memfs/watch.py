@@ -100,6 +100,10 @@ async def _watch(memory: Memory, kick: Callable[[], None], stop: trio.Event, on_
                  is_own: IsOwn | None) -> None:
     workspace = memory.cfg.workspace
     others = OtherMounts(memory.cfg.state_dir, workspace)
+    history = memory.history
+    if history is not None:
+        # checked again after a change is read: another mount can start writing in between
+        history.written_elsewhere = lambda rel: others.writing(workspace / rel)
     # rust_timeout: the watching thread returns at least this often (ms), so a stop that comes
     # without ``stop`` being set (a cancelled nursery) waits no longer than this for it.
     async for changes in watchfiles.awatch(workspace, debounce=50, step=20, stop_event=stop, rust_timeout=500,

@@ -137,6 +137,26 @@ def test_memory_keeps_versions_of_changes_deletions_and_restores(workspace: Path
         versions.get("MEMORY.md", "2020-01-01T00-00-00Z.md")
 
 
+def test_a_change_read_while_another_mount_writes_the_file_waits_for_that_mount(workspace: Path, make_memory) -> None:
+    # `>` through another mount truncates at open and writes later: a watcher that looked before
+    # the open, and reads after it, must not keep the empty file between (a race seen in CI).
+    memory = make_memory(workspace, embedding__provider="none")
+    history = memory.history
+    rel = "memory/2026-11-19.md"
+    write(workspace / rel, "- original\n")
+    memory.file_changed(rel, WHO)
+    open_elsewhere: set[str] = set()
+    history.written_elsewhere = lambda path: path in open_elsewhere
+    open_elsewhere.add(rel)
+    write(workspace / rel, "")  # truncated by the other mount's open, not written yet
+    memory.file_changed(rel)  # the watcher beside it
+    assert [v.size for v in memory.versions().list(rel)] == [11]
+    write(workspace / rel, "- written slowly\n")
+    open_elsewhere.clear()  # closed: now a change beside the mount is kept as any other
+    memory.file_changed(rel)
+    assert [v.size for v in memory.versions().list(rel)] == [11, 17]
+
+
 def test_a_shared_reader_sees_no_history_of_private_files(workspace: Path, make_memory) -> None:
     memory = make_memory(workspace, embedding__provider="none")
     write(workspace / "memory" / "2026-11-22.md", "- public note\n")

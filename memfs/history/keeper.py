@@ -104,6 +104,9 @@ class History:
         self._since_prune = 0
         self._pruned_at = time.monotonic()  # a mount or daemon prunes as it starts (Memory.reconcile)
         self._known: OrderedDict[str, _Known] = OrderedDict()
+        # Set by a watcher beside other mounts of this workspace: whether one of them has the
+        # file open for writing now (see memfs.mounttable.OtherMounts).
+        self.written_elsewhere: Callable[[str], bool] | None = None
 
     @staticmethod
     def _open(path: Path, identity: str) -> HistoryStore:
@@ -244,7 +247,7 @@ class History:
         # never an older read of the file (concurrent `echo >>` from several shells).
         with self.store.transaction():
             snap = self._snapshot(rel)
-            if snap is None:
+            if snap is None or (beside and self._half_written(rel, snap)):
                 return None
             now = time.time_ns()
             # Made beside the mount: the file's own time says when (never later than now).
@@ -260,6 +263,18 @@ class History:
         if version is not None:
             self._taken(rel, version, who)
         return version
+
+    def _half_written(self, rel: str, snap: Snapshot) -> bool:
+        """Whether a change seen beside the mount was read in the middle of another mount's write
+        (``>`` truncates at open and writes later): that mount keeps the version when it closes.
+        Asked after the read, since a write can start between the watcher's look and the read;
+        a file that changed since the read is skipped too, its next change event takes it."""
+        if self.written_elsewhere is None:
+            return False
+        if self.written_elsewhere(rel) or self.current_fingerprint(rel) != snap.fingerprint:
+            log.debug("history: %s is being written through another mount: not kept now", rel)
+            return True
+        return False
 
     def _taken(self, rel: str, version: Version, who: Provenance) -> None:
         log.debug("history: %s %s (%d bytes, via %s)", rel, version.name, version.size, who.via)

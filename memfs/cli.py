@@ -592,6 +592,10 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
         lifecycle.preflight(cfg, target, force)
         for warning in lifecycle.shadowed_warnings(cfg):
             click.echo(f"warning: {warning}", err=True)
+        from memfs.workspace import timezone
+
+        for zone in {cfg.bundle.timezone, cfg.sync.timezone}:
+            timezone(zone)  # a TZ this machine does not know is said here, not only in the mount's log
         if foreground:
             _daemon_logging(opts["verbose"])
             launch = {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,

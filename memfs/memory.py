@@ -28,7 +28,7 @@ np = lazy_module("numpy")
 
 from memfs import longpath, notes
 from memfs.cleantext import clean_text, describe
-from memfs.config import MAIN_MODE, READ_WAIT_MS, SHARED_MODE, Config, PrivacyConfig
+from memfs.config import MAIN_MODE, READ_WAIT_MS, SHARED_MODE, BundleConfig, Config, PrivacyConfig
 from memfs.history.keeper import (
     History,
     NoSuchVersion,  # noqa: F401  (front ends take them from here)
@@ -181,6 +181,10 @@ class Memory:
         """New privacy settings (the workspace's .memfs.toml changed under a running mount)."""
         self.cfg.privacy = settings
         self.indexer.privacy = Privacy(settings.private_paths, SHARED_MODE)
+
+    def set_bundle(self, settings: BundleConfig) -> None:
+        """New context settings (the workspace's .memfs.toml changed under a running mount)."""
+        self.cfg.bundle = settings
 
     def privacy(self, mode: str | None = None) -> Privacy:
         """What ``mode`` (default: the configured one) may see."""

@@ -237,3 +237,12 @@ def test_a_mount_inside_a_memfs_mount_is_refused(mounted) -> None:
     finally:
         if is_mounted(mounted.mnt / "sub"):
             subprocess.run(["fusermount3", "-u", "-z", str(mounted.mnt / "sub")], capture_output=True)
+
+
+def test_a_time_zone_this_machine_does_not_know_is_said_on_the_terminal_at_mount(
+        workspace: Path, mount_factory, monkeypatch) -> None:
+    monkeypatch.setenv("TZ", "America/New_Yrok")  # a typo: the C library takes it as UTC without a word
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    assert "memfs: warning: TZ=America/New_Yrok is not a time zone this machine knows" in m.output, m.output
+    monkeypatch.setenv("TZ", "America/New_York")
+    assert "TZ=" not in mount_factory(workspace, "other", "--set", "embedding.provider=none").output

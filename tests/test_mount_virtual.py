@@ -185,6 +185,34 @@ def test_context_files(vmount) -> None:
             (ctx / unknown).read_text()
 
 
+def test_context_follows_a_time_zone_changed_in_memfs_toml_under_the_mount(workspace: Path, mount_factory) -> None:
+    # The two zones are 26 hours apart: "today" is always another day in each.
+    zones = ("Etc/GMT+12", "Pacific/Kiritimati")
+    write(workspace / ".memfs.toml", f'[bundle]\ntimezone = "{zones[0]}"\n')
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    env = {"MEMFS_STATE_DIR": str(m.state)}
+
+    def day_in(zone: str) -> str:
+        import datetime as dt
+        import zoneinfo
+        return dt.datetime.now(zoneinfo.ZoneInfo(zone)).date().isoformat()
+
+    def first_line(text: str) -> str:
+        return text.splitlines()[0]
+
+    assert first_line((m.mnt / "context" / "main.md").read_text()) == f"# memfs context: main ({day_in(zones[0])})"
+    (m.mnt / ".memfs.toml").write_text(f'[bundle]\ntimezone = "{zones[1]}"\n')  # through the mount
+    assert first_line((m.mnt / "context" / "main.md").read_text()) == f"# memfs context: main ({day_in(zones[1])})"
+    write(workspace / ".memfs.toml", f'[bundle]\ntimezone = "{zones[0]}"\n')  # beside it: the watcher
+    expected = f"# memfs context: main ({day_in(zones[0])})"
+    assert wait_until(lambda: first_line((m.mnt / "context" / "main.md").read_text()) == expected, timeout=20)
+    cli = memfs_cli("context", "main", "-w", str(workspace), env=env)
+    assert cli.returncode == 0 and cli.stdout == (m.mnt / "context" / "main.md").read_text()
+    log = next((m.state / "mounts").glob("*.log")).read_text()
+    assert ".memfs.toml changed bundle.timezone: context/ follows it now" in log
+    assert "keeps what it was mounted with" not in log
+
+
 def test_status_file(vmount) -> None:
     status = (vmount.mnt / ".memfs" / "status").read_text()
     assert "files:      2" in status and f"mount:      {vmount.mnt}" in status

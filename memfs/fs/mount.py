@@ -49,6 +49,9 @@ from memfs.state import make_private_dir
 from memfs.watch import watch_workspace
 
 log = logging.getLogger(__name__)
+# Settings a running mount takes from a changed .memfs.toml at once (what is private must follow
+# it; the context's settings only shape what is read); the others wait for the next mount.
+LIVE_SECTIONS = ("privacy.", "bundle.")
 def set_read_ahead(mountpoint: Path, kb: int) -> None:
     """Raise the mount's read-ahead so sequential reads reach the daemon in 1 MiB requests
     instead of the kernel's default 128 KiB (measured: reading a large file about twice as fast).
@@ -172,7 +175,7 @@ class Daemon:
     async def reload_privacy(self) -> None:
         """.memfs.toml changed: take its privacy settings at once (hide what became private,
         move chunks between the public and private parts of the index, make the kernel forget
-        the names it cached)."""
+        the names it cached), and its context settings; the rest waits for the next mount."""
         try:
             fresh = await trio.to_thread.run_sync(lambda: load_config(**self.launch))
         except ConfigError as exc:
@@ -180,10 +183,17 @@ class Daemon:
                         "with the workspace's settings fail until it is fixed", exc)
             return
         now = {key: repr(value) for key, value, _ in self.cfg.leaves()}
-        later = [key for key, value, _ in fresh.leaves() if not key.startswith("privacy.") and now.get(key) != repr(value)]
+        changed = [key for key, value, _ in fresh.leaves() if now.get(key) != repr(value)]
+        later = [key for key in changed if not key.startswith(LIVE_SECTIONS)]
         if later:
             log.warning(".memfs.toml changed %s: this mount keeps what it was mounted with until it is mounted again",
                         ", ".join(later))
+        if fresh.bundle != self.cfg.bundle:
+            # context/main.md must say what `memfs context` says with the same file (a day apart
+            # when only bundle.timezone differed), and it only shapes what is read, not the index
+            log.warning(".memfs.toml changed %s: context/ follows it now",
+                        ", ".join(key for key in changed if key.startswith("bundle.")))
+            self.memory.set_bundle(fresh.bundle)
         if fresh.privacy == self.cfg.privacy:
             return
         log.warning("privacy settings changed: private %s, shared mounts may change %s",

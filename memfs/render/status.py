@@ -40,7 +40,10 @@ def _pending(info: dict[str, Any], bar: bool) -> str:
     """The embedding backlog: how many wait, how far it has got, the rate and the time left."""
     pending = int(info["pending"])
     line = f"pending:    {pending} passage(s) waiting for an embedding"
+    owed = len(info.get("provisional") or [])
     if not pending:
+        if owed and info.get("provider") != "none":
+            line += f"; the {owed} big write{'s' if owed != 1 else ''} being chunked join{'s' if owed == 1 else ''} the backlog when chunked"
         return line
     total = max(int(info.get("passages") or 0), pending)
     done = 1 - pending / total if total else 0.0
@@ -51,6 +54,11 @@ def _pending(info: dict[str, Any], bar: bool) -> str:
             speed = f"nothing is embedding now (at the last rate, {rate:.1f}/s: {duration(float(left))})"
     else:
         speed = "no embedding rate measured yet"
+    if owed:
+        # their passages are not counted until they are chunked: a share and a time left that
+        # left them out would jump back when they are (65% then 2% during an import)
+        speed += (f"; not counting the passages of the {owed} big write{'s' if owed != 1 else ''} still being "
+                  "chunked, which join the backlog when chunked")
     if bar:
         filled = round(done * BAR_WIDTH)
         return (f"pending:    [{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {done:.0%} of {total} passages embedded, "

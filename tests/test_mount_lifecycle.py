@@ -246,3 +246,19 @@ def test_a_time_zone_this_machine_does_not_know_is_said_on_the_terminal_at_mount
     assert "memfs: warning: TZ=America/New_Yrok is not a time zone this machine knows" in m.output, m.output
     monkeypatch.setenv("TZ", "America/New_York")
     assert "TZ=" not in mount_factory(workspace, "other", "--set", "embedding.provider=none").output
+
+
+def test_a_mount_that_fails_to_start_shows_its_own_log_lines_not_an_earlier_failures(tmp_path: Path) -> None:
+    from memfs.config import load_config
+    from memfs.fs.mount import MountError, start_background
+
+    (tmp_path / "ws").mkdir()
+    cfg = load_config(workspace=tmp_path / "ws", overrides=[("state_dir", str(tmp_path / "state"))])
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    for attempt in ("first", "second"):
+        fail = [sys.executable, "-c", f"import sys; print('{attempt} attempt: cannot mount'); sys.exit(3)"]
+        with pytest.raises(MountError) as failed:
+            start_background(cfg, mnt, fail, timeout=30)
+        assert f"{attempt} attempt: cannot mount" in str(failed.value)
+    assert "first attempt" not in str(failed.value), str(failed.value)

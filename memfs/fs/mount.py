@@ -317,13 +317,16 @@ def start_background(cfg: Config, mountpoint: Path, argv: list[str], timeout: fl
     logf = log_file(cfg.state_dir, mountpoint)
     make_private_dir(logf.parent)
     with open(logf, "ab") as out:
+        start = out.tell()  # the log is appended to: an earlier mount's failure is not this one's
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                  start_new_session=True, close_fds=True)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         code = child.poll()
         if code is not None:
-            tail = logf.read_text(errors="replace").strip().splitlines()[-5:]
+            with open(logf, "rb") as written:
+                written.seek(start)
+                tail = written.read().decode(errors="replace").strip().splitlines()[-5:]
             raise MountError("the mount failed to start:\n  " + "\n  ".join(tail or [f"exit status {code}"]))
         if is_mounted(mountpoint):
             try:

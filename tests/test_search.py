@@ -302,3 +302,18 @@ def test_nearest_chunks_are_found_beside_the_keyword_side(workspace: Path, make_
         assert ready and hybrid_search(store, query, pending, params) == ready
     assert store._matrix is not None
     assert all(thread is not threading.current_thread() and not free for thread, free in seen), seen
+
+
+def test_a_provisional_jsonl_result_cites_its_own_message_only(workspace: Path, make_memory) -> None:
+    # Until a big write's exact chunks come, its units are its lines: a JSONL line beside the
+    # match is another message, not its context (a newcomer saw an unrelated one cited with it).
+    lines = [json.dumps({"type": "message", "id": f"m{i}", "message": {"role": "user", "content":
+                         f"Message {i}: the weather was mild and the garden quiet."}}) for i in range(300)]
+    lines[150] = json.dumps({"type": "message", "id": "x", "message": {"role": "user",
+                                                                        "content": "The Xylophonist played."}})
+    write(workspace / "sessions" / "import.jsonl", "\n".join(lines) + "\n")
+    memory = make_memory(workspace, embedding__provider="none", index__defer_mb="0.001")
+    assert memory.file_changed("sessions/import.jsonl", defer=True).provisional
+    hit = memory.search("Xylophonist").results[0]
+    assert (hit.path, hit.start_line, hit.end_line) == ("sessions/import.jsonl", 151, 151)
+    assert hit.snippet.count("\n") == 0 and "Xylophonist" in hit.snippet

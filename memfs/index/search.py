@@ -518,7 +518,9 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
             break
         _, lo, hi, text = max(options, key=lambda o: o[0])
     first, last = order[lo].start_line, order[hi].end_line
-    if not lines:
+    if not lines or (item.unit.id < 0 and chunk.path.endswith(".jsonl")):
+        # a provisional chunk's units are its lines (ids below zero): in JSONL each is a message
+        # of its own, and the line beside the match is another message, not its context
         return first, last, text
     above = first - 1
     while above >= chunk.start_line and first - above <= MERGE_GAP and not lines[above - chunk.start_line].strip():

@@ -40,7 +40,8 @@ from memfs.config import SearchConfig
 from memfs.index import scoring
 from memfs.index.coverage import terms_present
 from memfs.index.latechunks import was_pooled
-from memfs.index.store import Store, StoredChunk, StoredUnit
+from memfs.index.interface import IndexStore
+from memfs.index.store import StoredChunk, StoredUnit
 from memfs.index.text import search_terms, stems
 from memfs.index.vectors import unpack_unit_vectors
 from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
@@ -287,7 +288,7 @@ def _file_day(path: str) -> str | None:
     return day.isoformat() if day else None
 
 
-def informative_terms(store: Store, terms: list[str], include_private: bool = True) -> list[str]:
+def informative_terms(store: IndexStore, terms: list[str], include_private: bool = True) -> list[str]:
     if len(terms) < 2:
         return terms
     # By the terms FTS5 holds (porter stems): looked up as typed, "melanie" (indexed "melani", in
@@ -300,7 +301,7 @@ def informative_terms(store: Store, terms: list[str], include_private: bool = Tr
     return rare or terms
 
 
-def query_weights(store: Store, terms: list[str], include_private: bool) -> scoring.QueryWeights:
+def query_weights(store: IndexStore, terms: list[str], include_private: bool) -> scoring.QueryWeights:
     """IDF of the query's stemmed terms over the chunks this search may read."""
     stemmed = sorted({s for term in terms for s in stems(term)})
     frequencies, total = store.doc_frequencies(stemmed, include_private)
@@ -336,7 +337,7 @@ class Scored:
     vectors: dict[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
 
 
-def score_units(store: Store, query: str, query_vector: QueryVector, include_private: bool,
+def score_units(store: IndexStore, query: str, query_vector: QueryVector, include_private: bool,
                 hides: Callable[[str], bool] | None, scope: Scope) -> Scored:
     """Every unit of the candidate chunks with its calibrated score."""
     where, params = scope.sql()
@@ -353,7 +354,7 @@ def score_units(store: Store, query: str, query_vector: QueryVector, include_pri
                 wait([nearest])  # the thread reads the matrix: not after the lock is let go
 
 
-def _score_units(store: Store, query: str, query_vector: QueryVector, include_private: bool,
+def _score_units(store: IndexStore, query: str, query_vector: QueryVector, include_private: bool,
                  hides: Callable[[str], bool] | None, scope: Scope,
                  nearest: Future[tuple[np.ndarray | None, list[tuple[int, float]]]] | None) -> Scored:
     terms = search_terms(query)
@@ -541,7 +542,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     return first, last, text
 
 
-def empty_scope(store: Store, options: SearchOptions, hides: Callable[[str], bool] | None = None) -> str | None:
+def empty_scope(store: IndexStore, options: SearchOptions, hides: Callable[[str], bool] | None = None) -> str | None:
     """A warning when the query's ``in=`` scope holds no indexed file this reader may see (a
     typo, or a folder that is not memory), or nothing dated for ``after``/``before`` (MEMORY.md),
     so "No results" is not mistaken for an answer."""
@@ -561,7 +562,7 @@ def empty_scope(store: Store, options: SearchOptions, hides: Callable[[str], boo
             "or a folder or file of the workspace that holds memory files")
 
 
-def hybrid_search(store: Store, query: str, query_vector: QueryVector, params: SearchParams,
+def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, params: SearchParams,
                   hides: Callable[[str], bool] | None = None, today: dt.date | None = None) -> list[SearchResult]:
     """``query_vector`` may be a callable (a pending embedding): it is called only after the
     keyword side has run, so a caller can embed the query while SQLite searches the text.

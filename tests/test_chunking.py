@@ -130,3 +130,24 @@ def test_a_session_header_titles_its_messages_even_in_an_appended_tail() -> None
     tail = parse_jsonl(turn, session=True, first_line=7, header=session_header(header))
     assert (tail[0].line, tail[0].chat_title) == (7, whole[0].chat_title)
     assert chunk_messages(tail, 400, 80)[0].units[0].context == whole[0].chat_title
+
+
+def test_memory_md_headings_are_units_only_with_text_of_their_own() -> None:
+    # The template's empty sections are placeholders: "drink preference" found "## User
+    # Preferences" (nothing under it) above the fact a newcomer had written.  A daily log's
+    # heading can be the entry itself, so there it stays a unit.
+    text = ("# Long-term Memory\n\nCurated, durable facts.\n\n## User Preferences\n\n## People\n"
+            "- Sam: my sister\n\n## Projects\n### memfs\nShipping the PostgreSQL backend.\n\n## Empty at the end\n")
+    def heading_only(chunks: list) -> list[str]:
+        return [u.text for c in chunks for u in c.units if u.text.lstrip().startswith("#") and "\n" not in u.text]
+
+    everywhere = chunk_markdown(text, 400, 80)
+    assert heading_only(everywhere) == ["## User Preferences", "## People", "## Projects", "## Empty at the end"]
+    memory_md = chunk_markdown(text, 400, 80, headings_alone=False)
+    assert heading_only(memory_md) == []
+    kept = [u.text for c in memory_md for u in c.units]
+    assert "- Sam: my sister" in kept and "### memfs\nShipping the PostgreSQL backend." in kept
+    assert any("Curated, durable facts." in u for u in kept)
+    log = "## 14:00 Called the dentist\n## 15:30 Lunch with Sam\n"
+    assert [u.text for c in chunk_markdown(log, 400, 80) for u in c.units] == [
+        "## 14:00 Called the dentist", "## 15:30 Lunch with Sam"]

@@ -38,7 +38,7 @@ def test_terms_present_equals_each_units_own_stems(workspace: Path, make_memory,
     memory = make_memory(workspace, embedding__provider="none")
     memory.index()
     units = memory.store.units_of(range(1, 1000))
-    assert len(units) >= 40
+    assert len(units) >= 35  # MEMORY.md's headings are not units of their own
     raw = [f"{u.context}\n{u.text}" if u.context else u.text for u in units]
     checked = 0
     for query in QUERIES:

@@ -317,3 +317,13 @@ def test_a_provisional_jsonl_result_cites_its_own_message_only(workspace: Path, 
     hit = memory.search("Xylophonist").results[0]
     assert (hit.path, hit.start_line, hit.end_line) == ("sessions/import.jsonl", 151, 151)
     assert hit.snippet.count("\n") == 0 and "Xylophonist" in hit.snippet
+
+
+def test_an_empty_section_of_memory_md_is_not_a_result(workspace: Path, make_memory) -> None:
+    write(workspace / "MEMORY.md", "# Long-term Memory\n\n## User Preferences\n\n## Important Decisions\n\n## People\n")
+    write(workspace / "memory" / "2026-11-20.md", "## 09:10\nOrdered an oat milk flat white again, no sugar.\n")
+    memory = make_memory(workspace)
+    memory.index()
+    for query in ("drink preference", "user preferences", "important decisions"):
+        assert [r.path for r in memory.search(query, min_score=0).results if r.path == "MEMORY.md"] == [], query
+    assert memory.search("oat milk").results[0].path == "memory/2026-11-20.md"

@@ -110,11 +110,13 @@ def _chunks(numbered: list[tuple[int, str]], max_tokens: int, overlap: int, segm
     return [c for c in chunks if c.text.strip()]
 
 
-def chunk_markdown(text: str, max_tokens: int, overlap: int) -> list[Chunk]:
+def chunk_markdown(text: str, max_tokens: int, overlap: int, headings_alone: bool = True) -> list[Chunk]:
+    """``headings_alone``: see :func:`memfs.index.units.markdown_units` (false for MEMORY.md)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the file starts no line of its own
-    return _chunks(list(enumerate(lines, start=1)), max_tokens, overlap, markdown_units)
+    return _chunks(list(enumerate(lines, start=1)), max_tokens, overlap,
+                   lambda numbered: markdown_units(numbered, headings_alone))
 
 
 def _runs(messages: list[Message]) -> list[list[Message]]:

@@ -54,9 +54,10 @@ from memfs.workspace import (
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 6  # 3: chunks carry units; 4: the model reads text without Markdown marks;
+CHUNKER_VERSION = 7  # 3: chunks carry units; 4: the model reads text without Markdown marks;
 # 5: facts (list items, key: value lines) are units with twins; 6: a JSONL chunk holds one chat,
-# headed by its title, and its messages carry the title (with twins read without it)
+# headed by its title, and its messages carry the title (with twins read without it); 7: MEMORY.md's
+# headings are units only with text of their own under them (an empty section is a placeholder)
 Progress = Callable[[int, int], None]
 # What the embedding queue takes before older history: today and yesterday, the days the context
 # bundle reads.
@@ -262,7 +263,7 @@ class Indexer:
             late = read_as(reading_mode(self.cfg, self.cfg.embedding.provider), kind) == "late"
             carried = 0 if late else min(overlap, limit // 4)
             return chunking.chunk_messages(messages, limit, carried)
-        return chunking.chunk_markdown(text, size, overlap)
+        return chunking.chunk_markdown(text, size, overlap, headings_alone=kind is not FileKind.LONG_TERM)
 
     def _link_refusal(self, rel: str, resolved: str) -> str:
         """Why a memory path that leads elsewhere through a symlink is not indexed under ``rel``

@@ -165,26 +165,32 @@ def _is_fact(line: str) -> bool:
     return bool(_LIST_ITEM.match(line)) or key_of(line) is not None
 
 
-def markdown_units(numbered: list[tuple[int, str]]) -> list[Unit]:
+def markdown_units(numbered: list[tuple[int, str]], headings_alone: bool = True) -> list[Unit]:
+    """``headings_alone``: a heading with no text of its own below it (the next line is a heading,
+    or facts that carry it as their context) is a unit of its own.  In a daily log such a heading
+    can be the entry itself (``## 14:00 Called the dentist``); in MEMORY.md headings name the
+    sections facts are filed under, and an empty one (the template's ``## People``) is a
+    placeholder, not something a search should answer with."""
     units: list[Unit] = []
+    emit = units.append if headings_alone else (lambda unit: None)
     headings = _Headings()
     pending: tuple[int, str] | None = None  # a heading waiting for the block under it
     for block in _blocks(numbered):
         if len(block) == 1 and _is_heading(block[0][1]):
             if pending is not None:
-                units.append(Unit(pending[0], pending[0], pending[1]))  # a heading with nothing under it
+                emit(Unit(pending[0], pending[0], pending[1]))  # a heading with nothing under it
             pending = block[0]
             headings.enter(block[0][1])
             continue
         if _is_heading(block[0][1]):
             headings.enter(block[0][1])
             if pending is not None:
-                units.append(Unit(pending[0], pending[0], pending[1]))
+                emit(Unit(pending[0], pending[0], pending[1]))
             pending, block = block[0], block[1:]
         if pending is not None and block and _is_fact(block[0][1]):
             # Facts under a heading stand alone, the heading as their context (a turn of a daily
             # log keeps its "## 13:58 - Caroline" inside it instead).
-            units.append(Unit(pending[0], pending[0], pending[1]))
+            emit(Unit(pending[0], pending[0], pending[1]))
             pending = None
         for index, piece in enumerate(_pieces(block)):
             lines = [line for _, line in piece]
@@ -196,7 +202,7 @@ def markdown_units(numbered: list[tuple[int, str]]) -> list[Unit]:
             unit = Unit(start, piece[-1][0], "\n".join(lines), headings.path)
             units.extend(twins(unit) if _is_fact(lines[0]) else [unit])
     if pending is not None:
-        units.append(Unit(pending[0], pending[0], pending[1]))
+        emit(Unit(pending[0], pending[0], pending[1]))
     return units
 
 

@@ -85,12 +85,60 @@ class PgStore:
         self.outdated = False
         self._has_vectors = False
         self.dsn = dsn
+        self.reader = False  # True: another tenant's public rows, read through a reader grant
         self.conn = connect(dsn)
         try:
             self._open(workspace, agent)
         except BaseException:
             self.conn.close()
             raise
+
+    @classmethod
+    def reading(cls, dsn: str, workspace: uuid.UUID, agent: str) -> PgStore:
+        """Another tenant's index, read (never written) through this login's reader grant on it
+        (``memfs pg grant --agent AGENT --reader ME``): its public rows only, as row-level
+        security shows them.  ``agent`` is looked for in ``workspace`` first, then among every
+        tenant this login may read; PgError naming the agent when it may read none (whether that
+        agent exists is not told: without a grant a login cannot see its tenant)."""
+        store = cls.__new__(cls)
+        store.lock = threading.RLock()
+        store.outdated = False
+        store._has_vectors = False
+        store.dsn = dsn
+        store.reader = True
+        store.conn = connect(dsn)
+        try:
+            store._open_reader(workspace, agent)
+        except BaseException:
+            store.conn.close()
+            raise
+        return store
+
+    def _open_reader(self, workspace: uuid.UUID, agent: str) -> None:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        try:
+            register_vector(self.conn)
+            # A reader grant is an access row without writes; the login's own tenant (writes) is
+            # not "another agent", whatever its name.
+            rows = self.conn.execute(
+                "SELECT t.tenant_id, t.workspace_id FROM memfs.tenants t JOIN memfs.access a "
+                "ON a.tenant_id = t.tenant_id AND a.role = current_user AND NOT a.writes "
+                "WHERE t.agent = %s ORDER BY t.workspace_id <> %s, t.tenant_id", (agent, workspace)).fetchall()
+        except psycopg.Error as exc:
+            raise PgError(f"cannot open the index at {redacted(self.dsn)}: {str(exc).strip().splitlines()[0]}") from None
+        user = self.conn.info.user
+        if not rows:
+            raise PgError(f"agent {agent!r} is not readable by role {user}: its owner grants it with `memfs pg grant "
+                          f"--agent {agent} --reader READER` (READER: the agent this login belongs to)")
+        if rows[0][1] != workspace and len(rows) > 1:
+            raise PgError(f"agent {agent!r} is readable in {len(rows)} workspaces ({', '.join(str(r[1]) for r in rows)})"
+                          f": search it from one of them (--workspace)")
+        self.tenant = int(rows[0][0])
+        self.workspace = uuid.UUID(str(rows[0][1]))
+        self.sees_private = False  # a reader grant never shows private rows; RLS enforces it too
+        self._privacies = [False]
 
     def _open(self, workspace: uuid.UUID, agent: str) -> None:
         import psycopg
@@ -115,6 +163,7 @@ class PgStore:
             raise PgError(f"role {user} is not the login of agent {agent!r} of workspace {workspace}: use the DSN "
                           f"`memfs pg grant --workspace WORKSPACE --agent {agent}` prints")
         self.tenant = int(row[0])
+        self.workspace = workspace
         self.sees_private = bool(row[1])
         # The statistics rows this role may lock, public first (the order memfs.index.pg.terms uses).
         self._privacies = [False, True] if self.sees_private else [False]
@@ -131,6 +180,8 @@ class PgStore:
     @contextmanager
     def _writing(self) -> Iterator:
         """One transaction (inside a batch: a savepoint of the batch's)."""
+        if self.reader:  # row-level security refuses it as well; this says so in words
+            raise PgError(f"the index of tenant {self.tenant} is only read here (a reader grant)")
         with self.lock, self.conn.transaction():
             yield self.conn
 

@@ -164,7 +164,10 @@ class Memory:
             except IndexUnavailable as exc:
                 self._using.close()
                 raise IndexBusy(str(exc)) from None
-            self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
+            # On PostgreSQL the tenant's hosts share the sync message ids (dedup across hosts).
+            claims = getattr(self.store, "sync_claims", None)
+            self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone), None if claims is None else (
+                lambda fresh, known, shared: claims(fresh, known, shared, self.privacy(SHARED_MODE).is_private)))
             self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
             if self.store.outdated:
                 log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",

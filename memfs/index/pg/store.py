@@ -24,7 +24,9 @@ so two mounts of one workspace never take the same id.  One connection per store
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -49,6 +51,7 @@ from memfs.index.store import (
 from memfs.index.text import match_expression
 from memfs.workspace import FileKind
 
+log = logging.getLogger(__name__)
 _KINDS = {kind.value for kind in FileKind}
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
@@ -68,6 +71,10 @@ def _float32(vector: object) -> bytes:
     """A pgvector value (pgvector.Vector, or a numpy array from older adapters) as float32 bytes."""
     as_numpy = getattr(vector, "to_numpy", None)
     return np.asarray(as_numpy() if as_numpy else vector, dtype=np.float32).tobytes()
+
+
+def _first(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _scoped(where: str) -> str:
@@ -544,6 +551,61 @@ class PgStore:
                 self._cache(conn, provider, model, chunk.hash, full, chunk.id in private)
                 conn.execute("UPDATE memfs.chunks SET embedding = %s, embedded = true WHERE tenant_id = %s "
                              "AND chunk_id = %s AND hash = %s AND NOT embedded", (full, self.tenant, chunk.id, chunk.hash))
+
+    # -- sync message ids ------------------------------------------------------------------------------
+
+    @contextmanager
+    def sync_claims(self, fresh: dict[str, str], known: dict[str, str], shared: bool,
+                    is_private: Callable[[str], bool]) -> Iterator[set[str]]:
+        """The tenant's sync message ids, shared by its hosts (:class:`memfs.sync.store.IdClaims`):
+        ``fresh`` ids are claimed and ``known`` ones recorded in one transaction, which commits
+        when the block ends without an error (the day files written) and is rolled back
+        otherwise.  Yields the fresh ids some host holds already.  A host claiming an id another
+        holds uncommitted waits for that one to commit or roll back: two hosts storing one
+        message at once store it once.  Ids are inserted in order, so two batches never wait on
+        each other in a circle.  ``is_private`` (of a day file, as a shared reader sees it) marks
+        the rows of private day files, which a shared writer (``shared``) neither sees nor learns
+        of: a fresh id held only by a private row is not a duplicate for it, as its files say.
+        The server unreachable: nothing is claimed (the files' own ids still count), logged."""
+        import psycopg
+
+        entries = sorted({**known, **fresh}.items())
+        writing = self._writing()
+        entered = False
+        try:
+            conn = writing.__enter__()
+            entered = True
+            claimed = {str(r[0]) for r in conn.execute(
+                "INSERT INTO memfs.sync_messages(tenant_id, message_id, path, private) "
+                "SELECT %s, m.id, m.path, m.private FROM unnest(%s::text[], %s::text[], %s::boolean[]) "
+                "AS m(id, path, private) ORDER BY m.id ON CONFLICT (tenant_id, message_id) DO NOTHING "
+                "RETURNING message_id",
+                (self.tenant, [i for i, _ in entries], [p for _, p in entries],
+                 [bool(is_private(p)) for _, p in entries])).fetchall()}
+            held = [i for i in fresh if i not in claimed]
+            if held and shared:  # only rows it could see count: a private row's id is not told
+                held = [str(r[0]) for r in conn.execute(
+                    "SELECT message_id FROM memfs.sync_messages WHERE tenant_id = %s AND message_id = ANY (%s) "
+                    "AND NOT private", (self.tenant, held)).fetchall()]
+        except psycopg.Error as exc:
+            if entered:
+                with contextlib.suppress(psycopg.Error):
+                    writing.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
+            log.warning("sync message ids: the index's server did not answer (%s): duplicates are found in this "
+                        "workspace's files only", _first(exc))
+            yield set()
+            return
+        try:
+            yield set(held)
+        except BaseException as exc:  # the day files were not written: the claims go
+            with contextlib.suppress(psycopg.Error):
+                writing.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        try:
+            writing.__exit__(None, None, None)
+        except psycopg.Error as exc:  # written, not recorded: this host's files hold them all the same
+            log.warning("sync message ids: the messages are stored but their ids were not recorded on the server "
+                        "(%s)", _first(exc))
 
     # -- search primitives -----------------------------------------------------------------------------
 

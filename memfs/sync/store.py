@@ -70,11 +70,11 @@ class IdClaims(Protocol):
     """Sync message ids shared by the hosts of one tenant (see the module's docstring)."""
 
     def __call__(self, fresh: dict[str, str], known: dict[str, str],
-                 shared: bool) -> AbstractContextManager[set[str]]:
+                 shared: bool) -> AbstractContextManager[set[str] | None]:
         """Claim the ``fresh`` ids (id -> the day file it goes to) and record the ``known`` ones
         (held by the files already); yields the fresh ids some host stored already (for a
-        ``shared`` writer: only those it may know of).  The claims hold once the block ends
-        without an error."""
+        ``shared`` writer: only those it may know of), or None when nothing could be claimed
+        (the server did not answer).  The claims hold once the block ends without an error."""
         ...
 
 
@@ -224,7 +224,8 @@ class SyncStore:
                     new.append((message, target))
                 known = {} if self.claims is None else {i: rel for i, rel in ids.items() if i not in self._recorded}
                 asked = self.claims is not None and bool(fresh or known)
-                with self.claims(fresh, known, hidden is not None) if asked else nullcontext(set()) as elsewhere:
+                with self.claims(fresh, known, hidden is not None) if asked else nullcontext(set()) as answer:
+                    elsewhere = set() if answer is None else answer
                     batches: dict[str, list[bytes]] = {}
                     for message, target in new:
                         if message.id in elsewhere:  # stored through another host
@@ -241,7 +242,7 @@ class SyncStore:
                         result.stored += len(lines)
                     if len(batches) > 1:
                         _sync_all(lock_fd)  # one flush for a year of day files, not one each
-                if asked:
+                if asked and answer is not None:
                     self._recorded |= known.keys()
                 ids.update((i, rel) for i, rel in fresh.items() if i not in elsewhere)
                 if hidden is None:

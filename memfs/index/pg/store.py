@@ -556,13 +556,13 @@ class PgStore:
 
     @contextmanager
     def sync_claims(self, fresh: dict[str, str], known: dict[str, str], shared: bool,
-                    is_private: Callable[[str], bool]) -> Iterator[set[str]]:
+                    is_private: Callable[[str], bool]) -> Iterator[set[str] | None]:
         """The tenant's sync message ids, shared by its hosts (:class:`memfs.sync.store.IdClaims`):
         ``fresh`` ids are claimed and ``known`` ones recorded in one transaction, which commits
         when the block ends without an error (the day files written) and is rolled back
-        otherwise.  Yields the fresh ids some host holds already.  A host claiming an id another
-        holds uncommitted waits for that one to commit or roll back: two hosts storing one
-        message at once store it once.  Ids are inserted in order, so two batches never wait on
+        otherwise.  Yields the fresh ids some host holds already (None: the server did not
+        answer).  A host claiming an id another holds uncommitted waits for that one to commit
+        or roll back: two hosts storing one message at once store it once.  Ids are inserted in order, so two batches never wait on
         each other in a circle.  ``is_private`` (of a day file, as a shared reader sees it) marks
         the rows of private day files, which a shared writer (``shared``) neither sees nor learns
         of: a fresh id held only by a private row is not a duplicate for it, as its files say.
@@ -593,7 +593,7 @@ class PgStore:
                     writing.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
             log.warning("sync message ids: the index's server did not answer (%s): duplicates are found in this "
                         "workspace's files only", _first(exc))
-            yield set()
+            yield None
             return
         try:
             yield set(held)

@@ -58,14 +58,22 @@ class _PlainFormatter(logging.Formatter):
         return f"memfs: {record.levelname.lower()}: {record.getMessage()}"
 
 
-def global_options(func: Callable[..., Any]) -> Callable[..., Any]:
+def global_options(func: Callable[..., Any] | None = None, *, many_agents: bool = False) -> Any:
     """--workspace, --agent, --mode, --config, --set, --no-daemon and -v: accepted before the
-    command name (``memfs -w ws status``) and after it (``memfs status -w ws``)."""
+    command name (``memfs -w ws status``) and after it (``memfs status -w ws``).  With
+    ``many_agents`` (``memfs search``) --agent may be given more than once: a tuple of names."""
+    if func is None:
+        return lambda f: global_options(f, many_agents=many_agents)
+    agent = (click.option("--agent", "-a", multiple=True,
+                          help="Agent name; each agent has its own index (default main).  Again: search another "
+                               "agent's public memory too, through a reader grant (index.backend = postgres).")
+             if many_agents else
+             click.option("--agent", "-a", default=None, help="Agent name; each agent has its own index (default main)."))
     options = [
         click.option("--workspace", "-w", type=click.Path(file_okay=False, path_type=Path), default=None,
                      help="Workspace directory (env MEMFS_WORKSPACE; default: the workspace around the "
                           "current directory, else ~/memfs)."),
-        click.option("--agent", "-a", default=None, help="Agent name; each agent has its own index (default main)."),
+        agent,
         click.option("--mode", default=None,
                      help="main (default) sees everything; shared (or any other value) never sees the "
                           "private paths (privacy.private_paths, MEMORY.md by default). Env MEMFS_MODE."),
@@ -90,6 +98,8 @@ def _options(opts: dict[str, Any]) -> dict[str, Any]:
         return opts
     outer: dict[str, Any] = click.get_current_context().find_root().obj or {}
     merged = {**opts, "merged": True}
+    if isinstance(merged.get("agent"), tuple):  # `search --agent a --agent b`: a searches (see search)
+        merged["agent"] = merged["agent"][0] if merged["agent"] else None
     for key in ("workspace", "agent", "mode", "config_file"):
         if merged.get(key) is None:
             merged[key] = outer.get(key)
@@ -411,12 +421,16 @@ def _as_flags(message: str) -> str:
 @click.option("--before", default=None, metavar="YYYY-MM-DD", help="Only what is dated before this day.")
 @click.option("--mmr", default=None, metavar="LAMBDA", help="Diversify: maximal marginal relevance, 0-1 (0.7 is usual).")
 @click.option("--decay", default=None, metavar="DAYS", help="Prefer recent: halve a dated result's score every DAYS days.")
-@global_options
+@global_options(many_agents=True)
 def search(query: str, as_json: bool, limit: str | None, min_score: str | None, scope: str | None,
            after: str | None, before: str | None, mmr: str | None, decay: str | None, **opts: Any) -> None:
     """Hybrid search of the memory.  QUERY '-' reads one query per line from stdin."""
     given = {"n": limit, "min": min_score, "in": scope, "after": after, "before": before, "mmr": mmr, "decay": decay}
     options = {k: v for k, v in given.items() if v is not None}
+    # The first --agent is who searches (its index, its login: see _options); the others are
+    # read beside it.
+    named = list(dict.fromkeys(opts.get("agent") or ()))
+    others = named[1:]
     if options:  # a mistyped option is a usage error before anything else is looked at
         from memfs.index.search import BadOption, parse_options
 
@@ -429,10 +443,11 @@ def search(query: str, as_json: bool, limit: str | None, min_score: str | None, 
             for line in sys.stdin:
                 # One answer per input line, blank or not, so answers match questions by position.
                 _emit(answerer.answer("search", {"query": line.rstrip("\n"), "json": as_json, "options": options,
-                                                 "line": True}))
+                                                 "line": True, **({"agents": others} if others else {})}))
                 sys.stdout.flush()
             return
-        _emit(answerer.answer("search", {"query": query, "json": as_json, "options": options}))
+        _emit(answerer.answer("search", {"query": query, "json": as_json, "options": options,
+                                         **({"agents": others} if others else {})}))
 
 
 @main.command()

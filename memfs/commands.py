@@ -28,6 +28,7 @@ from memfs.memory import (
     GetError,
     Memory,
     NotAllowed,
+    NotReadable,
     Provenance,
     SyncError,
     UnknownMode,
@@ -56,8 +57,9 @@ def _bad_text(**fields: object) -> str | None:
 
 
 def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
-    """``args``: query, json, the raw options (n, min, in, after, before, mmr, decay), and
-    ``line`` when the query is one line of ``memfs search -`` (a blank one is answered too)."""
+    """``args``: query, json, the raw options (n, min, in, after, before, mmr, decay), ``line``
+    when the query is one line of ``memfs search -`` (a blank one is answered too), and
+    ``agents``: other agents to search as well (``--agent`` given more than once)."""
     given = {k: str(v) for k, v in (args.get("options") or {}).items() if k in SEARCH_OPTIONS and v is not None}
     try:
         options = parse_options(given)
@@ -68,7 +70,13 @@ def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
         return Answer(error=problem)
     if not args.get("line") and not query.strip():
         return Answer(error="the query is empty", usage=True)
-    response = memory.search(query, options=options, mode=cfg.mode)
+    agents = args.get("agents") or []
+    if not isinstance(agents, list) or not all(isinstance(a, str) for a in agents):
+        return Answer(error="agents must be a list of agent names", usage=True)
+    try:
+        response = memory.search(query, options=options, mode=cfg.mode, agents=tuple(agents))
+    except NotReadable as exc:
+        return Answer(error=str(exc))
     return Answer(stdout=render_json(response) if args.get("json") else render_markdown(response))
 
 

@@ -53,6 +53,8 @@ from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     hybrid_search,
     parse_options,
 )
+from memfs.index import across
+from memfs.index.across import NotReadable  # noqa: F401  (front ends take it from here)
 from memfs.index.backend import IndexUnavailable, open_store
 from memfs.index.interface import IndexStore
 from memfs.index.store import Store
@@ -162,7 +164,10 @@ class Memory:
             except IndexUnavailable as exc:
                 self._using.close()
                 raise IndexBusy(str(exc)) from None
-            self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
+            # On PostgreSQL the tenant's hosts share the sync message ids (dedup across hosts).
+            claims = getattr(self.store, "sync_claims", None)
+            self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone), None if claims is None else (
+                lambda fresh, known, shared: claims(fresh, known, shared, self.privacy(SHARED_MODE).is_private)))
             self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
             if self.store.outdated:
                 log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
@@ -477,9 +482,21 @@ class Memory:
         wait_ms: int | None = None,
         mode: str | None = None,
         options: SearchOptions | None = None,
+        agents: tuple[str, ...] = (),
     ) -> SearchResponse:
         """Search the memory; ``options`` shape the query (scope, dates, mmr, decay; see
-        :mod:`memfs.index.search`), ``max_results``/``min_score`` override theirs."""
+        :mod:`memfs.index.search`), ``max_results``/``min_score`` override theirs.  ``agents``:
+        other agents whose public memory is searched too, through this login's reader grants
+        (:mod:`memfs.index.across`); NotReadable naming one that may not be read."""
+        readers = across.open_readers(self.cfg, agents)  # before anything: refused means no rows at all
+        try:
+            return self._search(query, max_results, min_score, wait_ms, mode, options, readers)
+        finally:
+            across.close(readers)
+
+    def _search(self, query: str, max_results: int | None, min_score: float | None, wait_ms: int | None,
+                mode: str | None, options: SearchOptions | None,
+                readers: list[tuple[str, IndexStore]]) -> SearchResponse:
         options = dataclasses.replace(
             options or SearchOptions(),
             **{k: v for k, v in (("max_results", max_results), ("min_score", min_score)) if v is not None})
@@ -510,6 +527,11 @@ class Memory:
         if self.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
             warnings.append(f"embedding provider failed ({self.provider_error}); keyword results only")
         warnings += self._file_warnings(results, privacy)
+        if readers:  # another agent's private paths are hidden as from a shared reader of ours
+            results, more = across.search_others(
+                readers, self.store, self.cfg.agent, results, query, embedding.result if embedding else None, params,
+                Privacy(self.cfg.privacy.private_paths, SHARED_MODE).is_private)
+            warnings += more
         note = self.backlog(pending).line()
         if chunking := self.store.provisional_paths(include_private=not privacy.shared):
             shown = ", ".join(chunking[:3]) + (f" and {len(chunking) - 3} more" if len(chunking) > 3 else "")
@@ -526,6 +548,7 @@ class Memory:
             warnings=warnings,
             pending_note=note,
             waited_ms=waited_ms,
+            agents=[self.cfg.agent, *(agent for agent, _ in readers)] if readers else [],
         )
 
     def _wait_for_vectors(self, wait_ms: int) -> float:

@@ -53,21 +53,47 @@ def _server_errors() -> Iterator[None]:
         raise click.ClickException(f"the server refused: {first}{hint}") from None
 
 
-def _workspace_id(value: str) -> uuid.UUID:
-    """--workspace: a workspace folder (its .memfs-id, made if missing) or a workspace id itself,
-    for an admin on a host without the files."""
-    from memfs.workspaceid import WorkspaceIdError, workspace_id
+def _workspace_id(value: str, made_here: bool = False) -> tuple[uuid.UUID, Path | None]:
+    """--workspace: a workspace folder or a workspace id itself (for an admin on a host without
+    the files).  The id, and the folder it is still to be written into (None: nothing to write).
+    A folder without an id gets a new one only with ``made_here`` (a login being granted), and
+    only in memory: the caller writes it (:func:`_keep_id`) once the grant succeeded, so a grant
+    that fails leaves the workspace as it was."""
+    from memfs.workspaceid import ID_FILE, WorkspaceIdError, check_writable, read_id
 
     path = Path(value).expanduser()
     if not path.is_dir():
         try:
-            return uuid.UUID(value)
+            return uuid.UUID(value), None
         except ValueError:
             raise click.ClickException(f"workspace {value} is neither a directory nor a workspace id") from None
     try:
-        return workspace_id(path)
+        found = read_id(path)
+        if found is not None:
+            return found, None
+        if not made_here:
+            raise click.ClickException(f"workspace {path} has no id yet ({ID_FILE}): grant its agent a login first "
+                                       f"(`memfs pg grant --workspace {path} --agent NAME`)")
+        check_writable(path)  # before the server is changed: a login for an id that cannot be kept is no use
     except WorkspaceIdError as exc:
         raise click.ClickException(str(exc)) from None
+    return uuid.uuid4(), path
+
+
+def _keep_id(path: Path | None, made: uuid.UUID) -> None:
+    """Write the id a grant just used into the workspace (see _workspace_id)."""
+    from memfs.workspaceid import WorkspaceIdError, write_id
+
+    if path is None:
+        return
+    try:
+        kept = write_id(path, made)
+    except WorkspaceIdError as exc:
+        raise click.ClickException(f"the login was granted for workspace id {made}, but {exc}: write that id "
+                                   f"into the file by hand") from None
+    if kept != made:  # another process gave the folder its id meanwhile: the login is for neither
+        raise click.ClickException(f"{path} got the id {kept} from another process while this grant was made "
+                                   f"for {made}: run `memfs pg grant` again")
 
 
 def register(main: click.Group) -> None:
@@ -92,7 +118,7 @@ def register(main: click.Group) -> None:
 
     @pg.command("grant")
     @click.option("--workspace", "-w", "workspace", default=None, metavar="WS",
-                  help="The workspace folder (its id is kept in WS/.memfs-id, made if missing) or its id; "
+                  help="The workspace folder (its id is kept in WS/.memfs-id, written when a login is granted) or its id; "
                        "default: memfs's own --workspace or MEMFS_WORKSPACE.")
     @click.option("--agent", "-a", "agent", default=None,
                   help="The agent whose login this is (default: memfs's own --agent, MEMFS_AGENT, else main).")
@@ -122,15 +148,16 @@ def register(main: click.Group) -> None:
             raise click.UsageError("--reader-workspace and --revoke go with --reader")
         if reader is not None and shared:
             raise click.UsageError("--shared makes a login; --reader grants reading: give one of them")
-        owner = _workspace_id(workspace)
+        owner, unwritten = _workspace_id(workspace, made_here=reader is None)
         with _server_errors():
             if reader is not None:
-                other = _workspace_id(reader_workspace) if reader_workspace else owner
+                other = _workspace_id(reader_workspace)[0] if reader_workspace else owner
                 tenant_id, roles = grant_reader(_dsn(dsn), owner, agent, other, reader, revoke)
                 verb = "may no longer read" if revoke else "may read"
                 click.echo(f"{reader} ({', '.join(roles)}) {verb} the public memory of {agent} (tenant {tenant_id})")
                 return
             login = grant_login(_dsn(dsn), owner, agent, shared)
+        _keep_id(unwritten, owner)
         what = "created" if login.created else "password rotated"
         click.echo(f"tenant {login.tenant_id} (workspace {owner}, agent {agent}): role {login.role} {what}",
                    err=True)

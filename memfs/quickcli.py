@@ -6,13 +6,13 @@ It owns a strict subset of the command line: the global options --workspace/-w, 
 --mode, --config and --set (before or after the command name), and each command's own plain
 options, parsed as click parses them (``--opt VALUE``, ``--opt=VALUE``, ``-o VALUE``, ``-oVALUE``,
 flags, the last of a repeated option winning, the command's own over those given before its
-name).  It sends the request :mod:`memfs.cli` would send and prints the answer as its ``_emit``
-does.  Anything else goes to :func:`memfs.cli.main` unchanged: an option it does not know, --help,
---version, -v, --no-daemon, MEMFS_NO_DAEMON, ``search -``, ``--``, a value click would refuse,
-an answer it cannot print byte for byte as click would (a usage error, ANSI codes, a stream not
-in UTF-8), or no daemon answering (no daemon, one that says ``elsewhere``, one that went away):
-click then asks again or starts a daemon on demand, which is harmless for a command that only
-reads.
+name; but ``search`` with --agent twice, which searches several agents, is click's).  It sends
+the request :mod:`memfs.cli` would send and prints the answer as its ``_emit`` does.  Anything
+else goes to :func:`memfs.cli.main` unchanged: an option it does not know, --help, --version,
+-v, --no-daemon, MEMFS_NO_DAEMON, ``search -``, ``--``, a value click would refuse, an answer
+it cannot print byte for byte as click would (a usage error, ANSI codes, a stream not in UTF-8),
+or no daemon answering (no daemon, one that says ``elsewhere``, one that went away): click then
+asks again or starts a daemon on demand, which is harmless for a command that only reads.
 """
 
 from __future__ import annotations
@@ -101,6 +101,8 @@ def _parse(argv: list[str]) -> tuple[str, dict[str, object], dict[str, object]] 
             i += 1
     if not least <= len(words) <= most:
         return None
+    if command == "search" and len(inner.get("agent") or outer.get("agent") or []) > 1:
+        return None  # `search --agent a --agent b`: several agents, not the last one (click's)
     return command, _globals(outer, inner), _arguments(command, words, inner)
 
 

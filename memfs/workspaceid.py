@@ -42,9 +42,22 @@ def workspace_id(workspace: Path) -> uuid.UUID:
     found = read_id(workspace)
     if found is not None:
         return found
+    return write_id(workspace, uuid.uuid4())
+
+
+def check_writable(workspace: Path) -> None:
+    """WorkspaceIdError unless an id could be written into ``workspace`` now (asked before a
+    change elsewhere, a login granted for it, that is useless without the id written)."""
     if not workspace.is_dir():
         raise WorkspaceIdError(f"workspace {workspace} is not a directory")
-    made = uuid.uuid4()
+    if not os.access(workspace, os.W_OK | os.X_OK):
+        raise WorkspaceIdError(f"cannot write {workspace / ID_FILE}: the folder is not writable")
+
+
+def write_id(workspace: Path, made: uuid.UUID) -> uuid.UUID:
+    """Give ``workspace`` the id ``made`` unless it has one already: the id it has after."""
+    if not workspace.is_dir():
+        raise WorkspaceIdError(f"workspace {workspace} is not a directory")
     # Written aside, then linked into place: link() fails if the name exists, so the first writer
     # wins, and nobody ever reads a half-written id.
     aside = workspace / f"{ID_FILE}.{os.getpid()}.{made.hex[:8]}"

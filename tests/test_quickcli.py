@@ -139,7 +139,7 @@ REFUSED = [  # click's to answer: help, version, verbosity, no daemon, stdin, wh
     ["status", "-w", "file.txt"], ["status", "--config", "sub"], ["status", "-w="], ["status", "-w", ""],
     ["status", "-w=ws"], ["config"], ["index", "--rebuild"], ["history", "forget", "MEMORY.md", "1"],
     ["history", "--containing", "x"], ["history", "MEMORY.md", "-y"], ["--json", "status"],
-    ["search", "q\udcff"], ["status", "-a"],
+    ["search", "q\udcff"], ["status", "-a"], ["search", "q", "-a", "x", "-a", "y"], ["-a", "x", "-a", "y", "search", "q"],
 ]
 
 

@@ -22,9 +22,17 @@ def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
         return Store(index, cache)
     from memfs.index.pg.connect import PgError
     from memfs.index.pg.store import PgStore
-    from memfs.workspaceid import WorkspaceIdError, workspace_id
+    from memfs.workspaceid import ID_FILE, WorkspaceIdError, read_id
 
     try:
-        return PgStore(cfg.index.dsn, workspace_id(cfg.workspace), cfg.agent)
+        # Read, never made here: a tenant exists only for an id `memfs pg grant` wrote, so a new
+        # one could match no login (a copy of the workspace, or one granted by id elsewhere,
+        # needs the id file of the workspace it is).
+        found = read_id(cfg.workspace)
+        if found is None:
+            raise WorkspaceIdError(f"workspace {cfg.workspace} has no id ({ID_FILE}): `memfs pg grant --workspace "
+                                   f"{cfg.workspace} --agent {cfg.agent}` writes it, or copy it from the host where "
+                                   "this workspace was granted")
+        return PgStore(cfg.index.dsn, found, cfg.agent)
     except (PgError, WorkspaceIdError) as exc:
         raise IndexUnavailable(f"index.backend = postgres: {exc}") from None

@@ -171,13 +171,17 @@ class SearchResult:
     chunk_end_line: int = 0
     chat_title: str = ""  # a result in a sync file or transcript: its chat's (session's) title
     chat_id: str = ""
+    agent: str = ""  # a search of several agents (memfs.index.across): whose memory this is
 
     @property
     def citation(self) -> str:
         return f"{self.path}#L{self.start_line}-L{self.end_line}"
 
     def as_dict(self) -> dict[str, object]:
-        return asdict(self)
+        found = asdict(self)
+        if not self.agent:  # one agent's search: the JSON it always had
+            del found["agent"]
+        return found
 
 
 @dataclass
@@ -193,9 +197,11 @@ class SearchResponse:
     # How long this answer waited for vectors (at most 50 ms): told by a mount's .memfs/status,
     # not in the answer, whose bytes the CLI and the search file share.
     waited_ms: float = 0.0
+    agents: list[str] = field(default_factory=list)  # a search of several agents: which, own first
 
     def as_dict(self) -> dict[str, object]:
-        return {"query": self.query, "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
+        return {"query": self.query, **({"agents": self.agents} if self.agents else {}),
+                "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
                 "pending": self.pending, "pending_note": self.pending_note}
 
 

@@ -36,7 +36,8 @@ def render_markdown(response: SearchResponse) -> str:
         "",
         f"{len(results)} result{'s' if len(results) != 1 else ''} · embeddings: {model or 'none'} · "
         + (f"index generation {response.generation} · " if response.generation is not None else "")
-        + f"pending: {response.pending}",
+        + f"pending: {response.pending}"
+        + (f" · agents: {', '.join(response.agents)}" if response.agents else ""),
     ]
     for warning in response.warnings:
         lines += ["", f"> warning: {warning}"]
@@ -50,8 +51,9 @@ def render_markdown(response: SearchResponse) -> str:
             # daily log's turn shows its heading.
             lines += [f"### {result.chat_title or result.chat_id}", ""]
         chat = f"chat {result.chat_id} · " if result.chat_id else ""
+        agent = f"agent {result.agent} · " if result.agent else ""
         lines += [
-            f"{chat}score {result.score:.3f} (vector {result.vector_score:.3f}, keyword {result.text_score:.3f})",
+            f"{agent}{chat}score {result.score:.3f} (vector {result.vector_score:.3f}, keyword {result.text_score:.3f})",
             "",
             fence,
             result.snippet,

@@ -9,6 +9,14 @@ overlapping batches still store each id once; no lock file is left in the worksp
 
 Only regular files are read or appended to, never through a symlink: a day file that is a link
 (say, to MEMORY.md) would otherwise let whoever can write a sync message write into its target.
+
+With the index on PostgreSQL, the hosts of one tenant (two hosts mounting one workspace, or each
+its own copy of it) also share the ids: :class:`IdClaims` (the tenant's ``sync_messages`` rows)
+is asked before anything is written, so a message stored through one host is a duplicate through
+another even when that host's files do not hold it (yet), and two hosts storing one message at
+once store it once.  The claims commit when the day files are written, and are dropped when they
+are not.  The ids the files hold are recorded there too as they are met, so messages stored
+before the index moved to PostgreSQL count as well.
 """
 
 from __future__ import annotations
@@ -24,8 +32,10 @@ import stat
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import orjson
 
@@ -54,6 +64,18 @@ class IngestResult:
     files: list[str] = field(default_factory=list)  # workspace-relative date files that grew
     grew_from: dict[str, int] = field(default_factory=dict)  # each of them: its size before
     provisional: list[str] = field(default_factory=list)  # of them, those indexed provisionally (Memory)
+
+
+class IdClaims(Protocol):
+    """Sync message ids shared by the hosts of one tenant (see the module's docstring)."""
+
+    def __call__(self, fresh: dict[str, str], known: dict[str, str],
+                 shared: bool) -> AbstractContextManager[set[str] | None]:
+        """Claim the ``fresh`` ids (id -> the day file it goes to) and record the ``known`` ones
+        (held by the files already); yields the fresh ids some host stored already (for a
+        ``shared`` writer: only those it may know of), or None when nothing could be claimed
+        (the server did not answer).  The claims hold once the block ends without an error."""
+        ...
 
 
 class SyncStoreError(OSError):
@@ -122,19 +144,21 @@ def _check_day_file(path: Path) -> None:
 
 
 class SyncStore:
-    def __init__(self, workspace: Path, tz: dt.tzinfo) -> None:
+    def __init__(self, workspace: Path, tz: dt.tzinfo, claims: IdClaims | None = None) -> None:
         self.folder = workspace / SYNC_DIR
         self.tz = tz
-        self._ids: set[str] | None = None
+        self.claims = claims
+        self._recorded: set[str] = set()  # ids of the files this process gave the claims already
+        self._ids: dict[str, str] | None = None  # id -> its day file
         self._seen: tuple[tuple[str, int, int], ...] = ()
         self._lock = threading.Lock()
         self._day: tuple[int, int, str] = (0, 0, "")  # the last date_file: its day's [start, end) in ms
         self._spans: dict[dt.date, tuple[int, int, str]] = {}  # the same for each day met
 
-    def _load_ids(self, hidden: Callable[[str], bool] | None = None) -> set[str]:
+    def _load_ids(self, hidden: Callable[[str], bool] | None = None) -> dict[str, str]:
         signature = _signature(self.folder, hidden)
         if hidden is not None or self._ids is None or signature != self._seen:
-            ids: set[str] = set()
+            ids: dict[str, str] = {}
             for path, _ in _day_files(self.folder):
                 if hidden is not None and hidden(f"{SYNC_DIR}/{path.name}"):
                     continue
@@ -153,7 +177,7 @@ class SyncStore:
                         except ValueError:
                             continue
                     if isinstance(record, dict) and isinstance(record.get("id"), str):
-                        ids.add(record["id"])
+                        ids.setdefault(record["id"], f"{SYNC_DIR}/{path.name}")
             if hidden is not None:
                 return ids  # a view without the private day files: not the cache of the whole
             self._ids, self._seen = ids, signature
@@ -188,28 +212,39 @@ class SyncStore:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             try:
                 ids = self._load_ids(hidden)
-                batches: dict[str, list[bytes]] = {}
-                fresh: set[str] = set()
+                fresh: dict[str, str] = {}  # id -> its day file
+                new: list[tuple[SyncMessage, str]] = []
                 for message in messages:
                     if message.id in ids or message.id in fresh:
                         result.duplicates += 1
                         continue
-                    fresh.add(message.id)
-                    target = self.date_file(message)
+                    target = fresh[message.id] = self.date_file(message)
                     if hidden is not None and hidden(target):
                         raise SyncStoreError(errno.EACCES, f"{target} is private: a shared mode does not write to it")
-                    batches.setdefault(target, []).append(message.line())
-                for rel in batches:  # all refused before any is written: a batch lands whole or not at all
-                    _check_day_file(self.folder.parent / rel)
-                if batches and writing is not None:
-                    writing(sorted(batches))
-                for rel, lines in sorted(batches.items()):
-                    result.grew_from[rel] = self._append(self.folder.parent / rel, lines, sync=len(batches) == 1)
-                    result.files.append(rel)
-                    result.stored += len(lines)
-                if len(batches) > 1:
-                    _sync_all(lock_fd)  # one flush for a year of day files, not one each
-                ids |= fresh
+                    new.append((message, target))
+                known = {} if self.claims is None else {i: rel for i, rel in ids.items() if i not in self._recorded}
+                asked = self.claims is not None and bool(fresh or known)
+                with self.claims(fresh, known, hidden is not None) if asked else nullcontext(set()) as answer:
+                    elsewhere = set() if answer is None else answer
+                    batches: dict[str, list[bytes]] = {}
+                    for message, target in new:
+                        if message.id in elsewhere:  # stored through another host
+                            result.duplicates += 1
+                            continue
+                        batches.setdefault(target, []).append(message.line())
+                    for rel in batches:  # all refused before any is written: a batch lands whole or not at all
+                        _check_day_file(self.folder.parent / rel)
+                    if batches and writing is not None:
+                        writing(sorted(batches))
+                    for rel, lines in sorted(batches.items()):
+                        result.grew_from[rel] = self._append(self.folder.parent / rel, lines, sync=len(batches) == 1)
+                        result.files.append(rel)
+                        result.stored += len(lines)
+                    if len(batches) > 1:
+                        _sync_all(lock_fd)  # one flush for a year of day files, not one each
+                if asked and answer is not None:
+                    self._recorded |= known.keys()
+                ids.update((i, rel) for i, rel in fresh.items() if i not in elsewhere)
                 if hidden is None:
                     self._seen = _signature(self.folder)
             finally:

@@ -24,7 +24,9 @@ so two mounts of one workspace never take the same id.  One connection per store
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import threading
 import time
 import uuid
@@ -49,6 +51,7 @@ from memfs.index.store import (
 from memfs.index.text import match_expression
 from memfs.workspace import FileKind
 
+log = logging.getLogger(__name__)
 _KINDS = {kind.value for kind in FileKind}
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
@@ -70,6 +73,10 @@ def _float32(vector: object) -> bytes:
     return np.asarray(as_numpy() if as_numpy else vector, dtype=np.float32).tobytes()
 
 
+def _first(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
 def _scoped(where: str) -> str:
     """A condition of memfs.index.search.Scope (``?`` placeholders) in psycopg's style."""
     return where.replace("%", "%%").replace("?", "%s")
@@ -85,12 +92,60 @@ class PgStore:
         self.outdated = False
         self._has_vectors = False
         self.dsn = dsn
+        self.reader = False  # True: another tenant's public rows, read through a reader grant
         self.conn = connect(dsn)
         try:
             self._open(workspace, agent)
         except BaseException:
             self.conn.close()
             raise
+
+    @classmethod
+    def reading(cls, dsn: str, workspace: uuid.UUID, agent: str) -> PgStore:
+        """Another tenant's index, read (never written) through this login's reader grant on it
+        (``memfs pg grant --agent AGENT --reader ME``): its public rows only, as row-level
+        security shows them.  ``agent`` is looked for in ``workspace`` first, then among every
+        tenant this login may read; PgError naming the agent when it may read none (whether that
+        agent exists is not told: without a grant a login cannot see its tenant)."""
+        store = cls.__new__(cls)
+        store.lock = threading.RLock()
+        store.outdated = False
+        store._has_vectors = False
+        store.dsn = dsn
+        store.reader = True
+        store.conn = connect(dsn)
+        try:
+            store._open_reader(workspace, agent)
+        except BaseException:
+            store.conn.close()
+            raise
+        return store
+
+    def _open_reader(self, workspace: uuid.UUID, agent: str) -> None:
+        import psycopg
+        from pgvector.psycopg import register_vector
+
+        try:
+            register_vector(self.conn)
+            # A reader grant is an access row without writes; the login's own tenant (writes) is
+            # not "another agent", whatever its name.
+            rows = self.conn.execute(
+                "SELECT t.tenant_id, t.workspace_id FROM memfs.tenants t JOIN memfs.access a "
+                "ON a.tenant_id = t.tenant_id AND a.role = current_user AND NOT a.writes "
+                "WHERE t.agent = %s ORDER BY t.workspace_id <> %s, t.tenant_id", (agent, workspace)).fetchall()
+        except psycopg.Error as exc:
+            raise PgError(f"cannot open the index at {redacted(self.dsn)}: {str(exc).strip().splitlines()[0]}") from None
+        user = self.conn.info.user
+        if not rows:
+            raise PgError(f"agent {agent!r} is not readable by role {user}: its owner grants it with `memfs pg grant "
+                          f"--agent {agent} --reader READER` (READER: the agent this login belongs to)")
+        if rows[0][1] != workspace and len(rows) > 1:
+            raise PgError(f"agent {agent!r} is readable in {len(rows)} workspaces ({', '.join(str(r[1]) for r in rows)})"
+                          f": search it from one of them (--workspace)")
+        self.tenant = int(rows[0][0])
+        self.workspace = uuid.UUID(str(rows[0][1]))
+        self.sees_private = False  # a reader grant never shows private rows; RLS enforces it too
+        self._privacies = [False]
 
     def _open(self, workspace: uuid.UUID, agent: str) -> None:
         import psycopg
@@ -115,6 +170,7 @@ class PgStore:
             raise PgError(f"role {user} is not the login of agent {agent!r} of workspace {workspace}: use the DSN "
                           f"`memfs pg grant --workspace WORKSPACE --agent {agent}` prints")
         self.tenant = int(row[0])
+        self.workspace = workspace
         self.sees_private = bool(row[1])
         # The statistics rows this role may lock, public first (the order memfs.index.pg.terms uses).
         self._privacies = [False, True] if self.sees_private else [False]
@@ -131,6 +187,8 @@ class PgStore:
     @contextmanager
     def _writing(self) -> Iterator:
         """One transaction (inside a batch: a savepoint of the batch's)."""
+        if self.reader:  # row-level security refuses it as well; this says so in words
+            raise PgError(f"the index of tenant {self.tenant} is only read here (a reader grant)")
         with self.lock, self.conn.transaction():
             yield self.conn
 
@@ -493,6 +551,61 @@ class PgStore:
                 self._cache(conn, provider, model, chunk.hash, full, chunk.id in private)
                 conn.execute("UPDATE memfs.chunks SET embedding = %s, embedded = true WHERE tenant_id = %s "
                              "AND chunk_id = %s AND hash = %s AND NOT embedded", (full, self.tenant, chunk.id, chunk.hash))
+
+    # -- sync message ids ------------------------------------------------------------------------------
+
+    @contextmanager
+    def sync_claims(self, fresh: dict[str, str], known: dict[str, str], shared: bool,
+                    is_private: Callable[[str], bool]) -> Iterator[set[str] | None]:
+        """The tenant's sync message ids, shared by its hosts (:class:`memfs.sync.store.IdClaims`):
+        ``fresh`` ids are claimed and ``known`` ones recorded in one transaction, which commits
+        when the block ends without an error (the day files written) and is rolled back
+        otherwise.  Yields the fresh ids some host holds already (None: the server did not
+        answer).  A host claiming an id another holds uncommitted waits for that one to commit
+        or roll back: two hosts storing one message at once store it once.  Ids are inserted in order, so two batches never wait on
+        each other in a circle.  ``is_private`` (of a day file, as a shared reader sees it) marks
+        the rows of private day files, which a shared writer (``shared``) neither sees nor learns
+        of: a fresh id held only by a private row is not a duplicate for it, as its files say.
+        The server unreachable: nothing is claimed (the files' own ids still count), logged."""
+        import psycopg
+
+        entries = sorted({**known, **fresh}.items())
+        writing = self._writing()
+        entered = False
+        try:
+            conn = writing.__enter__()
+            entered = True
+            claimed = {str(r[0]) for r in conn.execute(
+                "INSERT INTO memfs.sync_messages(tenant_id, message_id, path, private) "
+                "SELECT %s, m.id, m.path, m.private FROM unnest(%s::text[], %s::text[], %s::boolean[]) "
+                "AS m(id, path, private) ORDER BY m.id ON CONFLICT (tenant_id, message_id) DO NOTHING "
+                "RETURNING message_id",
+                (self.tenant, [i for i, _ in entries], [p for _, p in entries],
+                 [bool(is_private(p)) for _, p in entries])).fetchall()}
+            held = [i for i in fresh if i not in claimed]
+            if held and shared:  # only rows it could see count: a private row's id is not told
+                held = [str(r[0]) for r in conn.execute(
+                    "SELECT message_id FROM memfs.sync_messages WHERE tenant_id = %s AND message_id = ANY (%s) "
+                    "AND NOT private", (self.tenant, held)).fetchall()]
+        except psycopg.Error as exc:
+            if entered:
+                with contextlib.suppress(psycopg.Error):
+                    writing.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
+            log.warning("sync message ids: the index's server did not answer (%s): duplicates are found in this "
+                        "workspace's files only", _first(exc))
+            yield None
+            return
+        try:
+            yield set(held)
+        except BaseException as exc:  # the day files were not written: the claims go
+            with contextlib.suppress(psycopg.Error):
+                writing.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        try:
+            writing.__exit__(None, None, None)
+        except psycopg.Error as exc:  # written, not recorded: this host's files hold them all the same
+            log.warning("sync message ids: the messages are stored but their ids were not recorded on the server "
+                        "(%s)", _first(exc))
 
     # -- search primitives -----------------------------------------------------------------------------
 

@@ -5,6 +5,9 @@ vs FTS5-only vs the physical limits, quiet or under load.
     python scripts/bench_search.py [--sizes 1000,10000,100000,1000000] [--queries 60] [--load 2]
     python scripts/bench_search.py --keep DIR ...; then --keep DIR --reuse ...  (search the same
         indexes again, e.g. with other code on PYTHONPATH: before/after in one sitting)
+    python scripts/bench_search.py --backend sqlite|postgres|both [--chunks 100000] [--tenants 100]
+        a fleet: each backend written by 4 writers through its store and searched through
+        memfs.index.search with 1 and 4 clients, the two compared in one run (scripts/bench_fleet.py)
 
 What is measured, all in one run on this machine:
 - model throughput: the local provider embedding real 400-token LoCoMo chunks (chunks/s), and
@@ -229,7 +232,16 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=0, help="busy loops running while searches are measured")
     parser.add_argument("--written", type=int, default=100_000,
                         help="chunks written through the store; beyond, copies of them are made in SQL (see replicate)")
+    parser.add_argument("--backend", choices=("sqlite", "postgres", "both"), default=None,
+                        help="instead of the sizes above: a fleet of --tenants tenants holding --chunks chunks on "
+                             "this backend (or both, compared in one run), see scripts/bench_fleet.py")
+    parser.add_argument("--chunks", type=int, default=100_000, help="with --backend: chunks over all tenants")
+    parser.add_argument("--tenants", type=int, default=100, help="with --backend: tenants")
     args = parser.parse_args()
+    if args.backend:
+        import bench_fleet
+
+        return bench_fleet.run(args, args.dev, questions, real_chunks)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.reuse and not args.keep:
         parser.error("--reuse searches the indexes of a --keep folder: give --keep")

@@ -1,8 +1,10 @@
 """Nearest chunks by cosine on PostgreSQL + pgvector, one tenant at a time.
 
 ``memfs.chunks.embedding`` has no fixed dimension (each tenant picks its model), so each tenant
-partition gets its own HNSW index on ``(embedding::vector(N))`` once its dimension is known
-(:func:`create_index`, run by the schema's owner: a tenant role owns nothing).  A query names
+partition gets its own HNSW index on ``(embedding::vector(N))`` once it holds :data:`EXACT_MAX`
+chunks: the tenant's own store asks for it (:func:`build_index`, through the schema's
+``memfs.vector_index``, which runs as the schema's owner since a tenant role owns nothing, and
+indexes the caller's own partition only); :func:`create_index` is the same for an admin.  A query names
 its tenant (``tenant_id = %s``: the planner reads that partition and its index alone) and uses
 the same expression, so the index matches.
 
@@ -39,10 +41,37 @@ def create_index(conn: psycopg.Connection, tenant_id: int, dims: int) -> str:
     """The HNSW index of a tenant's chunk vectors of ``dims`` dimensions (idempotent); its name.
     Run by the owner of the schema (``memfs pg init``'s role)."""
     tenant, dims = int(tenant_id), int(dims)
-    name = f"chunks_t{tenant}_hnsw_{dims}"
+    name = index_name(tenant, dims)
     conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON memfs.chunks_t{tenant} "
                  f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
     return name
+
+
+def index_name(tenant_id: int, dims: int) -> str:
+    return f"chunks_t{int(tenant_id)}_hnsw_{int(dims)}"
+
+
+def has_index(conn: psycopg.Connection, tenant_id: int, dims: int) -> bool:
+    """Whether the tenant's partition has its HNSW index for ``dims`` (the catalog is readable by
+    every role)."""
+    return conn.execute("SELECT to_regclass(%s) IS NOT NULL", (f"memfs.{index_name(tenant_id, dims)}",)).fetchone()[0]
+
+
+def stale_indexes(conn: psycopg.Connection, tenant_id: int, dims: int) -> list[str]:
+    """The partition's HNSW indexes for other dimensions than ``dims`` (an earlier model's)."""
+    prefix = f"chunks_t{int(tenant_id)}_hnsw_"
+    rows = conn.execute("SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'memfs'::regnamespace "
+                        "AND c.relkind = 'i' AND starts_with(c.relname, %s) AND c.relname <> %s",
+                        (prefix, index_name(tenant_id, dims))).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def build_index(conn: psycopg.Connection, dims: int, build: bool = True) -> str | None:
+    """As a tenant's login: drop its partition's HNSW indexes of other dimensions and (with
+    ``build``) make the one of ``dims``; its name.  Outside any transaction of the caller's: the
+    build holds a lock on the partition until it commits."""
+    row = conn.execute("SELECT memfs.vector_index(%s, %s)", (int(dims), build)).fetchone()
+    return None if row[0] is None else str(row[0])
 
 
 def tenant_vectors(conn: psycopg.Connection, tenant_id: int) -> int:

@@ -257,6 +257,75 @@ def _v4(conn: psycopg.Connection, names: Names) -> None:
     """)
 
 
+def _v5(conn: psycopg.Connection, names: Names) -> None:
+    """A tenant builds the HNSW index of its own partition, with no admin at hand: a tenant role
+    owns nothing, and only a table's owner may index it, so ``memfs.vector_index(dims, build)``
+    runs as the schema's owner (SECURITY DEFINER) and takes no tenant id: the tenant is the one
+    the calling login writes (``memfs.access`` for ``session_user``, the authenticated login,
+    since ``current_user`` inside is the owner), so a tenant can index its own partition only.
+    It drops the partition's HNSW indexes of other dimensions (a model change: the old
+    expression would refuse every new vector) and, with ``build``, makes the one of ``dims``
+    (idempotent; two callers of one tenant wait for each other).  A plain
+    CREATE INDEX: CONCURRENTLY cannot run inside a function; the build blocks writes to that one
+    partition (other tenants and every read go on) for as long as it takes, once.
+    ``search_path`` is pinned to the catalog and pgvector's schema (the opclass and type), and
+    the parameters are an integer and a boolean, so nothing of the caller's reaches the SQL."""
+    vector_schema = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                                 "WHERE e.extname = 'vector'").fetchone()[0]
+    g = names.tenant_group
+    conn.execute(f"""
+        CREATE FUNCTION memfs.vector_index(dims integer, build boolean DEFAULT true) RETURNS text
+        LANGUAGE plpgsql SECURITY DEFINER VOLATILE
+        SET search_path = pg_catalog, "{vector_schema}", pg_temp
+        AS $fn$
+        DECLARE
+            tenant bigint;
+            writers integer;
+            part text;
+            wanted text;
+            stale text;
+        BEGIN
+            IF dims IS NULL OR dims < 1 OR dims > 2000 THEN
+                RAISE EXCEPTION 'memfs: an HNSW index takes 1 to 2000 dimensions, not %', dims
+                    USING ERRCODE = 'invalid_parameter_value';
+            END IF;
+            SELECT min(a.tenant_id), count(*) INTO tenant, writers FROM memfs.access a
+                WHERE a.role = session_user AND a.writes;
+            IF writers <> 1 THEN
+                RAISE EXCEPTION 'memfs: role % is not the login of one tenant', session_user
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
+            part := 'chunks_t' || tenant;
+            -- Two builders of one tenant wait for each other here (the lock conflicts with
+            -- itself and with writes, as the build's own does); an advisory lock would not do,
+            -- since any role may take any advisory key and stall another tenant's build.
+            EXECUTE format('LOCK TABLE memfs.%I IN SHARE ROW EXCLUSIVE MODE', part);
+            wanted := part || '_hnsw_' || dims;
+            FOR stale IN
+                SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                WHERE i.indrelid = format('memfs.%I', part)::regclass
+                  AND starts_with(c.relname, part || '_hnsw_') AND c.relname <> wanted
+            LOOP
+                EXECUTE format('DROP INDEX memfs.%I', stale);
+            END LOOP;
+            IF NOT build THEN
+                RETURN NULL;
+            END IF;
+            IF to_regclass(format('memfs.%I', wanted)) IS NULL THEN
+                EXECUTE format('CREATE INDEX %I ON memfs.%I USING hnsw ((embedding::vector(%s)) '
+                               'vector_cosine_ops) WITH (m = 16, ef_construction = 64)', wanted, part, dims);
+                -- The planner's statistics of a partition that just grew: without them it may
+                -- think the partition holds a row and keep to a btree and a sort.
+                EXECUTE format('ANALYZE memfs.%I', part);
+            END IF;
+            RETURN wanted;
+        END
+        $fn$;
+        REVOKE ALL ON FUNCTION memfs.vector_index(integer, boolean) FROM PUBLIC;
+        GRANT EXECUTE ON FUNCTION memfs.vector_index(integer, boolean) TO {g};
+    """)
+
+
 # (version, what it does, how): append only; a released migration is never edited.  A migration
 # that adds a table to PARTITIONED must also make its partitions for the tenants already there.
 MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], ...] = (
@@ -264,6 +333,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], 
     (2, "BM25 postings: chunk length in chunk_terms, keyed in postings order", _v2),
     (3, "policies evaluate the access functions once per statement", _v3),
     (4, "the index's own columns: packed unit vectors, provisional chunks", _v4),
+    (5, "memfs.vector_index: a tenant builds the HNSW index of its own partition", _v5),
 )
 LATEST = MIGRATIONS[-1][0]
 

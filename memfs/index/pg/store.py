@@ -20,6 +20,11 @@ Chunk and unit ids are the tenant's own numbers, the largest plus one, taken whi
 ``corpus_stats`` rows are locked (the lock :mod:`memfs.index.pg.terms` takes for its statistics),
 so two mounts of one workspace never take the same id.  One connection per store, used under
 :attr:`lock` (psycopg serialises statements, not transactions).
+
+A tenant's KNN reads an HNSW index once it holds :data:`memfs.index.pg.knn.EXACT_MAX` chunks: the
+store asks the server for it (:func:`memfs.index.pg.knn.build_index`) when it opens and after a
+write that added chunks or vectors commits, never inside a write's transaction (the build locks
+the tenant's partition until it commits), on a connection of its own so searches go on meanwhile.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ from memfs.index.text import match_expression
 from memfs.workspace import FileKind
 
 log = logging.getLogger(__name__)
+
+INDEX_RETRY = 600.0  # seconds before a failed HNSW build is tried again
 _KINDS = {kind.value for kind in FileKind}
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
@@ -91,6 +98,9 @@ class PgStore:
         self.lock = threading.RLock()
         self.outdated = False
         self._has_vectors = False
+        self._vector_index = False  # the tenant's HNSW index is known to be there
+        self._grew = False  # a write added chunks or vectors: see whether the index is due
+        self._index_retry = 0.0
         self.dsn = dsn
         self.reader = False  # True: another tenant's public rows, read through a reader grant
         self.conn = connect(dsn)
@@ -99,6 +109,7 @@ class PgStore:
         except BaseException:
             self.conn.close()
             raise
+        self._ensure_vector_index()
 
     @classmethod
     def reading(cls, dsn: str, workspace: uuid.UUID, agent: str) -> PgStore:
@@ -111,6 +122,9 @@ class PgStore:
         store.lock = threading.RLock()
         store.outdated = False
         store._has_vectors = False
+        store._vector_index = True  # a reader never builds the owner's index (it cannot write)
+        store._grew = False
+        store._index_retry = 0.0
         store.dsn = dsn
         store.reader = True
         store.conn = connect(dsn)
@@ -186,11 +200,50 @@ class PgStore:
 
     @contextmanager
     def _writing(self) -> Iterator:
-        """One transaction (inside a batch: a savepoint of the batch's)."""
+        """One transaction (inside a batch: a savepoint of the batch's); once the outermost one
+        has committed, the HNSW index if a write made it due."""
+        import psycopg
+
         if self.reader:  # row-level security refuses it as well; this says so in words
             raise PgError(f"the index of tenant {self.tenant} is only read here (a reader grant)")
-        with self.lock, self.conn.transaction():
-            yield self.conn
+        with self.lock:
+            with self.conn.transaction():
+                yield self.conn
+            committed = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if committed and self._grew:
+            self._grew = False
+            self._ensure_vector_index()
+
+    def _ensure_vector_index(self) -> None:
+        """Have the server build the tenant's HNSW index when the tenant has reached
+        knn.EXACT_MAX chunks and has none for its dimension.  Slow (seconds per few thousand
+        chunks) and holding a lock on the partition until done, so never inside a write's
+        transaction, and on a connection of its own: this store's searches go on meanwhile.
+        A failure is logged and tried again after INDEX_RETRY (KNN scans exactly meanwhile)."""
+        import psycopg
+
+        if self._vector_index or time.monotonic() < self._index_retry:
+            return
+        with self.lock:
+            dims = int(self.get_meta("dims") or 0)
+            if not dims:
+                return
+            if knn.has_index(self.conn, self.tenant, dims):
+                self._vector_index = True
+                return
+            if knn.tenant_vectors(self.conn, self.tenant) < knn.EXACT_MAX:
+                return
+        began = time.monotonic()
+        try:
+            with connect(self.dsn) as conn:
+                name = knn.build_index(conn, dims)
+        except (PgError, psycopg.Error) as exc:
+            self._index_retry = time.monotonic() + INDEX_RETRY
+            log.warning("tenant %s: cannot build its HNSW index (%s); nearest chunks are found by an exact "
+                        "scan until it is built", self.tenant, str(exc).strip().splitlines()[0])
+            return
+        self._vector_index = True
+        log.info("tenant %s: HNSW index %s built in %.1f s", self.tenant, name, time.monotonic() - began)
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -230,6 +283,7 @@ class PgStore:
                          "('generation', 'content_generation')", (self.tenant,))
             conn.execute("UPDATE memfs.meta SET value = (value::bigint + 1)::text WHERE tenant_id = %s", (self.tenant,))
             self._has_vectors = False
+            self._vector_index = False
 
     def get_meta(self, key: str) -> str | None:
         with self.lock:
@@ -248,13 +302,17 @@ class PgStore:
         return None if raw is None else json.loads(raw)
 
     def set_fingerprint(self, fingerprint: dict[str, object], dims: int) -> None:
-        """Record what built this index and the dimension of its vectors.  (The HNSW index of a
-        tenant's partition is made by the schema's owner, :func:`memfs.index.pg.knn.create_index`:
-        a tenant role owns nothing; below knn.EXACT_MAX vectors an exact scan needs none.)"""
-        with self._writing():
+        """Record what built this index and the dimension of its vectors (an HNSW index of
+        another dimension is dropped; the one of this dimension is built when due)."""
+        with self._writing() as conn:
             self.set_meta("fingerprint", json.dumps(fingerprint, sort_keys=True))
             if dims and self.get_meta("dims") is None:
                 self.set_meta("dims", str(int(dims)))
+                # An earlier model's index would refuse every vector of the new dimension.
+                if knn.stale_indexes(conn, self.tenant, int(dims)):
+                    knn.build_index(conn, int(dims), build=False)
+                self._vector_index = False
+                self._grew = True
 
     @property
     def has_vectors(self) -> bool:
@@ -337,6 +395,7 @@ class PgStore:
         private = bool(record.private)
         jsonl = bool(FileKind(record.kind).is_jsonl) if record.kind in _KINDS and not provisional else False
         found = terms.tokenize(fts_bodies)
+        self._grew = True
         with self.transaction() as conn:
             self._take_ids(conn)
             self._delete_chunks(conn, record.path, from_line or 0)
@@ -534,6 +593,7 @@ class PgStore:
         """As the SQLite store's: one transaction for what one call to the model gave.  A
         reading (a whole text the model read) is cached as private when any chunk or unit that
         came of the same call is."""
+        self._grew = self._grew or bool(chunks)
         with self.transaction(vectors_only=True) as conn:
             ids = sorted({c.id for c, _ in chunks} | {u.chunk_id for u, _ in units})
             private = {int(r[0]) for r in conn.execute(

@@ -69,7 +69,9 @@ def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     if not args.get("line") and not query.strip():
         return Answer(error="the query is empty", usage=True)
     response = memory.search(query, options=options, mode=cfg.mode)
-    return Answer(stdout=render_json(response) if args.get("json") else render_markdown(response))
+    rendered = render_json(response) if args.get("json") else render_markdown(response)
+    # The search file's bytes, and (the index's server away) a non-zero exit saying why.
+    return Answer(stdout=rendered, error=response.unavailable or None)
 
 
 def _caller_folder(cfg: Config, cwd: str) -> tuple[Path, Path | None]:

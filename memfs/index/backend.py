@@ -25,6 +25,6 @@ def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
     from memfs.workspaceid import WorkspaceIdError, workspace_id
 
     try:
-        return PgStore(cfg.index.dsn, workspace_id(cfg.workspace), cfg.agent)
+        return PgStore(cfg.index.dsn, workspace_id(cfg.workspace), cfg.agent, cfg.index.timeout_s)
     except (PgError, WorkspaceIdError) as exc:
         raise IndexUnavailable(f"index.backend = postgres: {exc}") from None

@@ -192,10 +192,12 @@ class SearchResponse:
     # How long this answer waited for vectors (at most 50 ms): told by a mount's .memfs/status,
     # not in the answer, whose bytes the CLI and the search file share.
     waited_ms: float = 0.0
+    unavailable: str = ""  # why nothing was searched: the index's server is away
 
     def as_dict(self) -> dict[str, object]:
-        return {"query": self.query, "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
-                "pending": self.pending, "pending_note": self.pending_note}
+        found = {"query": self.query, "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
+                 "pending": self.pending, "pending_note": self.pending_note}
+        return {**found, "unavailable": self.unavailable} if self.unavailable else found
 
 
 @dataclass(frozen=True)

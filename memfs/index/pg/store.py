@@ -20,10 +20,16 @@ Chunk and unit ids are the tenant's own numbers, the largest plus one, taken whi
 ``corpus_stats`` rows are locked (the lock :mod:`memfs.index.pg.terms` takes for its statistics),
 so two mounts of one workspace never take the same id.  One connection per store, used under
 :attr:`lock` (psycopg serialises statements, not transactions).
+
+A lost connection (the server stopped or restarted, the network dropped) is not the end of the
+store: every method then raises :class:`memfs.index.interface.IndexOffline`, in one line and within
+``index.timeout_s``, and the next call after :data:`RETRY_S` connects again by itself (never in the
+middle of a transaction, whose statements must all go to the one connection that began it).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -36,7 +42,8 @@ import numpy as np
 
 from memfs.index.chunking import Chunk
 from memfs.index.pg import keyword, knn, terms
-from memfs.index.pg.connect import PgError, check_server, connect, redacted
+from memfs.index.interface import IndexOffline
+from memfs.index.pg.connect import CONNECT_TIMEOUT, PgError, check_server, connect, redacted
 from memfs.index.pg.schema import LATEST, version
 from memfs.index.store import (
     PROVISIONAL_HASH,
@@ -50,6 +57,7 @@ from memfs.index.text import match_expression
 from memfs.workspace import FileKind
 
 _KINDS = {kind.value for kind in FileKind}
+RETRY_S = 1.0  # after a failed reconnect, calls fail at once for this long (no connect per call)
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
 _UNIT_COLUMNS = "unit_id, chunk_id, start_line, end_line, hash, text, context, packed, reading"
@@ -70,6 +78,36 @@ def _float32(vector: object) -> bytes:
     return np.asarray(as_numpy() if as_numpy else vector, dtype=np.float32).tobytes()
 
 
+def _offline_reason(store: PgStore, exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = text.rsplit("failed: ", 1)[-1].replace("FATAL:  ", "").strip()
+    text = text.removeprefix("index.backend = postgres: ").removeprefix(f"cannot connect to {redacted(store.dsn)}: ")
+    return f"the index is unavailable: PostgreSQL at {store._where()}: {text}"
+
+
+def _offline_on_loss(method: Callable) -> Callable:
+    """``method`` of PgStore, raising IndexOffline when the server is lost under it."""
+    @functools.wraps(method)
+    def checked(self: PgStore, *args: object, **kwargs: object) -> object:
+        for attempt in (1, 2):
+            try:
+                return method(self, *args, **kwargs)
+            except IndexOffline:
+                if attempt == 2 or self._depth or self._retry_at:
+                    raise
+            except Exception as exc:
+                offline = self._lost_now(exc)
+                if offline is None:
+                    raise
+                if attempt == 2 or self._depth:
+                    raise offline from None
+            # The connection was lost under this call, outside any transaction of a caller's: once
+            # more on a new one (a restarted server answers it).  Each method is one statement or
+            # one transaction, rolled back whole when the connection went, so it may run again.
+        raise AssertionError("unreachable")
+    return checked
+
+
 def _scoped(where: str) -> str:
     """A condition of memfs.index.search.Scope (``?`` placeholders) in psycopg's style."""
     return where.replace("%", "%%").replace("?", "%s")
@@ -80,16 +118,21 @@ class PgStore:
 
     backend = "postgres"
 
-    def __init__(self, dsn: str, workspace: uuid.UUID, agent: str) -> None:
+    def __init__(self, dsn: str, workspace: uuid.UUID, agent: str, timeout: float = CONNECT_TIMEOUT) -> None:
         self.lock = threading.RLock()
         self.outdated = False
         self._has_vectors = False
         self.dsn = dsn
-        self.conn = connect(dsn)
+        self.timeout = timeout
+        self._conn = connect(dsn, timeout=timeout)
+        self._depth = 0  # transactions open on _conn (nested: savepoints)
+        self._retry_at = 0.0  # no reconnect before this (time.monotonic())
+        self._lost = ""  # why the last reconnect failed
+        self._closed = False
         try:
             self._open(workspace, agent)
         except BaseException:
-            self.conn.close()
+            self._conn.close()
             raise
 
     def _open(self, workspace: uuid.UUID, agent: str) -> None:
@@ -124,15 +167,75 @@ class PgStore:
 
     def close(self) -> None:
         with self.lock:
-            self.conn.close()
+            self._closed = True
+            self._conn.close()
+
+    # -- the connection, and its loss ------------------------------------------------------------
+
+    @property
+    def conn(self):  # -> psycopg.Connection
+        """The open connection, made again if the last one was lost (IndexOffline if it cannot be)."""
+        if not self._conn.closed or self._closed:
+            return self._conn
+        with self.lock:
+            if not self._conn.closed:
+                return self._conn
+            if self._depth:  # a transaction of the lost connection: it is gone whole
+                raise IndexOffline(f"the index is unavailable: PostgreSQL at {self._where()} closed the connection "
+                                   "during a transaction")
+            if time.monotonic() < self._retry_at:
+                raise IndexOffline(self._lost)
+            try:
+                fresh = connect(self.dsn, timeout=self.timeout)
+                from pgvector.psycopg import register_vector
+
+                register_vector(fresh)
+            except Exception as exc:  # PgError, or the server going again while vectors are registered
+                self._retry_at = time.monotonic() + RETRY_S
+                self._lost = _offline_reason(self, exc)
+                raise IndexOffline(self._lost) from None
+            self._conn, self._lost, self._retry_at = fresh, "", 0.0
+            return fresh
+
+    def _where(self) -> str:
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            parts = conninfo_to_dict(self.dsn)
+        except Exception:
+            return "(unparsable DSN)"
+        return f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+
+    def _lost_now(self, exc: BaseException) -> IndexOffline | None:
+        """IndexOffline if ``exc`` (a driver error) means the server is gone or did not answer in
+        time; None for any other error (a bug, a constraint), which stays what it is."""
+        import psycopg
+
+        if not isinstance(exc, psycopg.Error):
+            return None
+        if self._conn.closed or isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.AdminShutdown):
+            self._retry_at = 0.0  # the next call may reconnect at once (a restart is quick)
+            return IndexOffline(_offline_reason(self, exc))
+        return None
 
     # -- transactions and metadata ---------------------------------------------------------------
 
     @contextmanager
     def _writing(self) -> Iterator:
         """One transaction (inside a batch: a savepoint of the batch's)."""
-        with self.lock, self.conn.transaction():
-            yield self.conn
+        with self.lock:
+            conn = self.conn
+            self._depth += 1
+            try:
+                with conn.transaction():
+                    yield conn
+            except Exception as exc:
+                offline = self._lost_now(exc)
+                if offline is None:
+                    raise
+                raise offline from None
+            finally:
+                self._depth -= 1
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -634,3 +737,14 @@ class PgStore:
                 "(SELECT coalesce(sum(chunks), 0) FROM memfs.corpus_stats WHERE tenant_id = %s)",
                 (self.tenant, self.tenant)).fetchone()
         return "ok" if int(row[0]) == int(row[1]) else f"keyword statistics count {row[1]} chunks, the index {row[0]}"
+
+
+# Every public method and property of the store says IndexOffline when its server is lost (the
+# context managers say it themselves, through _writing).
+for _name, _member in list(vars(PgStore).items()):
+    if _name.startswith("_") or _name in ("close", "conn", "batch", "transaction"):
+        continue
+    if isinstance(_member, property) and _member.fget is not None:
+        setattr(PgStore, _name, property(_offline_on_loss(_member.fget), _member.fset))
+    elif callable(_member) and not isinstance(_member, type):
+        setattr(PgStore, _name, _offline_on_loss(_member))

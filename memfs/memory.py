@@ -166,7 +166,7 @@ class Memory:
             self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone))
             self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
             # A server that goes away later (PostgreSQL): writes stand, their indexing is owed.
-            self.outage = Outage(lambda: self.store.generation, self._catch_up, self.embed_pending)
+            self.outage = Outage(lambda: self.store.generation, self.reconcile_index, self.embed_pending)
             if self.store.outdated:
                 log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
                             self.paths.index)
@@ -346,7 +346,8 @@ class Memory:
         if self.history is not None:
             self.history.reconcile(iter_memory_files(self.cfg))
             self.history.prune()
-        return self.indexer.reconcile(progress)
+        # Writes may be indexed meanwhile (a daemon, `memfs index` beside a mount): each path's lock.
+        return self.indexer.reconcile(progress, hold=self._indexing.held)
 
     @property
     def history(self) -> History | None:
@@ -420,10 +421,11 @@ class Memory:
         self.outage.down(exc, rel)
         return Outcome(rel, "owed", reason=str(exc))
 
-    def _catch_up(self) -> None:
-        """The server is back: every change made while it was away, from the files (see
+    def reconcile_index(self) -> list[Outcome]:
+        """The index (not the history) in step with the files, beside writes being indexed: a
+        mount's privacy change, and the catch-up after the index's server was away (see
         :mod:`memfs.index.outage`); writes indexed meanwhile are not undone (each path's lock)."""
-        self.indexer.reconcile(hold=self._indexing.held)
+        return self.indexer.reconcile(hold=self._indexing.held)
 
     def provisional_paths(self) -> list[str]:
         """Files whose exact chunks are still owed (see :mod:`memfs.index.deferred`)."""

@@ -230,7 +230,8 @@ def test_many_writers_at_once(tmp_path: Path, pg_index) -> None:
                     day = f"2026-08-{i % 28 + 1:02d}"
                     path = m.mnt / "memory" / f"{day}-{name}.md"
                     path.write_text(f"# {day}\n\n- Writer {name} note {i}: Zanzibar{name}{i}.\n")
-                    with open(m.mnt / "memory" / f"shared-log-{m.mnt.name[-1]}.md", "a") as log_file:
+                    # Both hosts of the shared workspace append to one log, as two agents' sessions do.
+                    with open(m.mnt / "memory" / "2026-08-31.md", "a") as log_file:
                         log_file.write(f"- {name} wrote entry {i}.\n")
             except BaseException as exc:  # noqa: BLE001  (reported by the main thread)
                 errors.append(exc)
@@ -245,6 +246,8 @@ def test_many_writers_at_once(tmp_path: Path, pg_index) -> None:
         for m, name in ((mounts[0], "a"), (mounts[1], "b"), (mounts[2], "c")):
             found = (m.mnt / "search" / f"Zanzibar{name}24.md").read_text()
             assert f"-{name}.md" in found, found
+        log_lines = (shared / "memory" / "2026-08-31.md").read_text().splitlines()
+        assert len(log_lines) == 50, log_lines  # (appends are atomic: the file is whole)
         for ws, dsn, state in ((shared, dsn_shared, tmp_path / "check-a"), (other, dsn_other, tmp_path / "check-c")):
             # Each mount watches the workspace: what the other host wrote lands too, once.
             assert wait_until(lambda ws=ws, dsn=dsn: sorted(_rows(dsn)) == _on_disk(ws), timeout=60, step=0.2), (
@@ -253,3 +256,108 @@ def test_many_writers_at_once(tmp_path: Path, pg_index) -> None:
     finally:
         for m in mounts:
             unmount(m)
+
+
+@pytest.fixture
+def index_backend(both_backends: str) -> str:
+    """make_config's tests here run on both backends."""
+    return both_backends
+
+
+def test_a_reconcile_beside_writes_loses_none(workspace: Path, make_memory) -> None:
+    """A reconcile (a catch-up, `memfs index`, a privacy change under a mount) while writes are
+    indexed in the same process: a file written after its listing is not removed from the index
+    as gone, nor overwritten with what it read before; afterwards reconcile changes nothing, twice."""
+    for i in range(300):
+        write(workspace / "memory" / f"2025-{i // 28 % 12 + 1:02d}-{i % 28 + 1:02d}-{i}.md",
+              f"# day {i}\n\n- Older note {i}.\n")
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    written: list[str] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        try:
+            for i in range(60):
+                rel = f"memory/2026-09-{i % 28 + 1:02d}-{i}.md"
+                write(workspace / rel, f"# new {i}\n\n- Fresh note {i}: Xerxesnote{i}.\n")
+                memory.file_changed(rel)
+                written.append(rel)
+                time.sleep(0.005)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    rounds = 0
+    while not done.is_set() or rounds == 0:
+        memory.reconcile()
+        rounds += 1
+    thread.join()
+    indexed = {f.path for f in memory.store.files()}
+    assert [rel for rel in written if rel not in indexed] == [], f"lost from the index after {rounds} reconciles"
+    assert sorted(indexed) == _on_disk(workspace)
+    for _ in range(2):
+        assert [o for o in memory.reconcile() if o.action != "unchanged"] == []
+
+
+@pytest.mark.parametrize("dsn_kind, message", [
+    ("syntax", "not a valid DSN"),
+    ("password", "password authentication failed"),
+    ("no_vector", "has no pgvector"),
+    ("not_installed", "extension 'vector' is not installed in this database"),
+    ("old_vector", "pgvector 0.7.0 is installed in this database, older than 0.8"),
+    ("no_schema", "has no memfs schema: run `memfs pg init DSN` first"),
+])
+def test_bad_input_at_start_is_one_line(pg_server, pg_index, tmp_path: Path, dsn_kind: str, message: str) -> None:
+    """`memfs mount` and a CLI command given a DSN that cannot work: one line saying why, exit 1,
+    nothing mounted, no password printed (what `memfs pg init` says is test_pg_isolation's)."""
+    import secrets
+    import shutil
+    import tempfile
+
+    from psycopg.conninfo import make_conninfo
+    from test_pg_isolation import _fake_vector
+
+    ws = tmp_path / "ws"
+    init_workspace(ws)
+    made: list[str] = []
+    if dsn_kind == "syntax":
+        dsn = "host=127.0.0.1 password='sec ret"
+    elif dsn_kind == "password":
+        dsn = make_conninfo(pg_index(ws, "main"), password="not-the-password")
+    else:
+        if pg_server.bin_dir is None:
+            pytest.skip("needs the throwaway server (a superuser sets extension_control_path)")
+        name = f"memfs_start_{secrets.token_hex(3)}"
+        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        made.append(name)
+        options = {}
+        if dsn_kind in ("no_vector", "old_vector"):
+            control = Path(tempfile.mkdtemp(prefix="memfs-pgext-"))  # readable by the server's user
+            made.append(str(control))
+            _fake_vector(control, None if dsn_kind == "no_vector" else "0.7.0")
+            options = {"options": f"-c extension_control_path={control}"}
+        dsn = make_conninfo(pg_server.dsn, dbname=name, **options)
+        if dsn_kind in ("old_vector", "no_schema"):
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("CREATE EXTENSION vector" + (" VERSION '0.7.0'" if dsn_kind == "old_vector" else ""))
+    try:
+        env = {"MEMFS_STATE_DIR": str(tmp_path / "state")}
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        for args in (("mount", str(ws), str(mnt)), ("search", "anything", "-w", str(ws)), ("status", "-w", str(ws))):
+            out = memfs_cli(*args, *_pg_args(dsn), env=env)
+            said = out.stderr.strip().splitlines()
+            assert out.returncode == 1 and "Traceback" not in out.stderr and 'File "' not in out.stderr, out.stderr
+            assert message in said[-1] and len(said) <= 2, (args[0], out.stderr)  # mount: "the mount failed:" first
+            assert "not-the-password" not in out.stderr and "sec ret" not in out.stderr
+            assert not os.path.ismount(mnt)
+    finally:
+        with psycopg.connect(pg_server.dsn, autocommit=True) as admin:
+            for name in made:
+                if name.startswith("/"):
+                    shutil.rmtree(name, ignore_errors=True)
+                else:
+                    admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")

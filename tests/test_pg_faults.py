@@ -258,20 +258,15 @@ def test_many_writers_at_once(tmp_path: Path, pg_index) -> None:
             unmount(m)
 
 
-@pytest.fixture
-def index_backend(both_backends: str) -> str:
-    """make_config's tests here run on both backends."""
-    return both_backends
-
-
-def test_a_reconcile_beside_writes_loses_none(workspace: Path, make_memory) -> None:
+def test_a_reconcile_beside_writes_loses_none(workspace: Path, make_memory, both_backends: str, pg_index) -> None:
     """A reconcile (a catch-up, `memfs index`, a privacy change under a mount) while writes are
     indexed in the same process: a file written after its listing is not removed from the index
     as gone, nor overwritten with what it read before; afterwards reconcile changes nothing, twice."""
     for i in range(300):
         write(workspace / "memory" / f"2025-{i // 28 % 12 + 1:02d}-{i % 28 + 1:02d}-{i}.md",
               f"# day {i}\n\n- Older note {i}.\n")
-    memory = make_memory(workspace, embedding__provider="none")
+    on = {"index__backend": "postgres", "index__dsn": pg_index(workspace, "main")} if both_backends == "postgres" else {}
+    memory = make_memory(workspace, embedding__provider="none", **on)
     memory.index()
     written: list[str] = []
     done = threading.Event()
@@ -361,3 +356,34 @@ def test_bad_input_at_start_is_one_line(pg_server, pg_index, tmp_path: Path, dsn
                     shutil.rmtree(name, ignore_errors=True)
                 else:
                     admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_a_read_on_a_stuck_server_gives_up_in_bounded_time(workspace: Path, pg_server, pg_index, make_config) -> None:
+    """A server that is up but does not answer a read (here: a table locked by someone else) is
+    given up on after index.timeout_s, said in one line; a write still waits its turn, and once
+    the lock is gone everything answers again."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    write(workspace / "memory" / "2026-06-07.md", "# 2026-06-07\n\n- Fed the Axolotl.\n")
+    dsn = pg_index(workspace, "main")
+    memory = Memory(make_config(workspace, index__backend="postgres", index__dsn=dsn, index__timeout_s="2"))
+    try:
+        memory.index()
+        admin = make_conninfo(pg_server.dsn, dbname=conninfo_to_dict(dsn)["dbname"])
+        with psycopg.connect(admin) as locker:
+            locker.execute("LOCK TABLE memfs.chunks IN ACCESS EXCLUSIVE MODE")
+            released = threading.Timer(20, locker.cancel_safe)  # never hangs the test for long
+            released.start()
+            try:
+                response, took = _timed(lambda: memory.search("Axolotl"))
+            finally:
+                released.cancel()
+            assert 1.5 < took < 2 + SLACK_S, took
+            assert response.results == [] and response.unavailable == (
+                f"the index is unavailable: PostgreSQL at 127.0.0.1:{conninfo_to_dict(dsn)['port']} did not answer "
+                "within 2 s (index.timeout_s)"), response
+            print(f"\nstuck server: search gave up after {took:.2f} s")
+        assert wait_until(lambda: [r.path for r in memory.search("Axolotl").results] == ["memory/2026-06-07.md"],
+                          timeout=30, step=0.2)
+    finally:
+        memory.close()

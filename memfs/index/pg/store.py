@@ -99,7 +99,7 @@ def _offline_on_loss(method: Callable) -> Callable:
                 offline = self._lost_now(exc)
                 if offline is None:
                     raise
-                if attempt == 2 or self._depth:
+                if attempt == 2 or self._depth or not self._conn.closed:
                     raise offline from None
             # The connection was lost under this call, outside any transaction of a caller's: once
             # more on a new one (a restarted server answers it).  Each method is one statement or
@@ -147,6 +147,7 @@ class PgStore:
             if found < LATEST:
                 raise PgError(f"the memfs schema is version {found}, this memfs needs {LATEST}: run `memfs pg init DSN`")
             register_vector(self.conn)
+            self._bound_reads(self.conn)
             row = self.conn.execute(
                 "SELECT t.tenant_id, a.private FROM memfs.tenants t JOIN memfs.access a "
                 "ON a.tenant_id = t.tenant_id AND a.role = current_user AND a.writes "
@@ -185,17 +186,28 @@ class PgStore:
                                    "during a transaction")
             if time.monotonic() < self._retry_at:
                 raise IndexOffline(self._lost)
+            fresh = None
             try:
                 fresh = connect(self.dsn, timeout=self.timeout)
                 from pgvector.psycopg import register_vector
 
                 register_vector(fresh)
+                self._bound_reads(fresh)
             except Exception as exc:  # PgError, or the server going again while vectors are registered
+                if fresh is not None:
+                    fresh.close()
                 self._retry_at = time.monotonic() + RETRY_S
                 self._lost = _offline_reason(self, exc)
                 raise IndexOffline(self._lost) from None
             self._conn, self._lost, self._retry_at = fresh, "", 0.0
             return fresh
+
+    def _bound_reads(self, conn) -> None:
+        """A read (a statement outside a transaction) the server has not answered within the
+        timeout is cancelled by the server itself: a search never waits longer on a server that is
+        stuck (its locks, its load).  A write's transaction lifts the limit (_writing): indexing
+        a large file, or a rebuild's deletes, may take as long as they take."""
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",))
 
     def _where(self) -> str:
         from psycopg.conninfo import conninfo_to_dict
@@ -213,7 +225,10 @@ class PgStore:
 
         if not isinstance(exc, psycopg.Error):
             return None
-        if self._conn.closed or isinstance(exc, psycopg.errors.QueryCanceled | psycopg.errors.AdminShutdown):
+        if isinstance(exc, psycopg.errors.QueryCanceled) and not self._conn.closed:
+            return IndexOffline(f"the index is unavailable: PostgreSQL at {self._where()} did not answer within "
+                                f"{self.timeout:g} s (index.timeout_s)")
+        if self._conn.closed or isinstance(exc, psycopg.errors.AdminShutdown):
             self._retry_at = 0.0  # the next call may reconnect at once (a restart is quick)
             return IndexOffline(_offline_reason(self, exc))
         return None
@@ -228,6 +243,8 @@ class PgStore:
             self._depth += 1
             try:
                 with conn.transaction():
+                    if self._depth == 1:
+                        conn.execute("SET LOCAL statement_timeout = 0")
                     yield conn
             except Exception as exc:
                 offline = self._lost_now(exc)

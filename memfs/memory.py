@@ -532,15 +532,18 @@ class Memory:
             return SearchResponse(query=query, results=[], provider=self.cfg.embedding.provider, generation=None,
                                   warnings=[f"{exc}; nothing was searched (writes are kept, and indexed when "
                                             "it answers again)"], unavailable=str(exc))
-        if self.outage.active:
-            response.warnings.append(self._catching_up(mode))
+        if owed := self._owed_now(mode):
+            response.warnings.append(f"the index is catching up with {len(owed)} file{'s' if len(owed) != 1 else ''} "
+                                     "written while its server was unavailable: they may be missing from these "
+                                     "results for a moment")
         return response
 
-    def _catching_up(self, mode: str | None) -> str:
+    def _owed_now(self, mode: str | None) -> list[str]:
+        """The files whose indexing waits for the index's server, that ``mode`` may know of."""
+        if not self.outage.active:
+            return []
         privacy = self.privacy(mode)
-        owed = [p for p in self.outage.owed if not privacy.hides(p)]
-        return (f"the index is catching up with {len(owed)} file{'s' if len(owed) != 1 else ''} written while its "
-                "server was unavailable: they may be missing from these results for a moment")
+        return sorted(p for p in self.outage.owed if not privacy.hides(p))
 
     def _search(self, query: str, max_results: int | None, min_score: float | None, wait_ms: int | None,
                 mode: str | None, options: SearchOptions | None) -> SearchResponse:
@@ -831,8 +834,8 @@ class Memory:
             self.outage.down(exc)
             info = {"workspace": str(self.cfg.workspace), "agent": self.cfg.agent, "mode": self.privacy(mode).mode,
                     "indexed": True, "provider": self.cfg.embedding.provider, "index_unavailable": str(exc)}
-        if self.outage.active:
-            info["owed"] = sorted(p for p in self.outage.owed if not self.privacy(mode).hides(p))
+        if owed := self._owed_now(mode):
+            info["owed"] = owed
         return info
 
     def _status(self, mode: str | None) -> dict[str, object]:

@@ -201,10 +201,19 @@ def test_a_memory_reconnects_after_a_restart(tmp_path: Path, own_server, own_ind
         response, took = _timed(lambda: memory.search("Heron"))
         assert response.results == [] and any("the index is unavailable" in w for w in response.warnings)
         assert took < BOUND_S + SLACK_S
+        # What is owed is listed, a private file only to a mode that may see it.
+        write(ws / "MEMORY.md", "# Memory\n\n- PRIVATE-OWED: the safe is behind the mirror.\n")
+        assert memory.file_changed("MEMORY.md").action == "owed"
+        main, shared = memory.status(), memory.status(mode="shared")
+        assert main["index_unavailable"].startswith("the index is unavailable: PostgreSQL at 127.0.0.1:"), main
+        assert main["owed"] == ["MEMORY.md", "memory/2026-06-05.md"], main
+        assert shared["owed"] == ["memory/2026-06-05.md"] and "MEMORY.md" not in repr(shared), shared
         pg.start(own_server)
         assert wait_until(lambda: [r.path for r in memory.search("Kingfisher").results] == ["memory/2026-06-05.md"],
                           timeout=30, step=0.2)
         assert [r.path for r in memory.search("Heron").results] == ["memory/2026-06-04.md"]
+        assert wait_until(lambda: [r.path for r in memory.search("PRIVATE-OWED").results] == ["MEMORY.md"], timeout=30)
+        assert "owed" not in memory.status() and "index_unavailable" not in memory.status()
     finally:
         memory.close()
 

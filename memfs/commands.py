@@ -77,7 +77,9 @@ def search(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
         response = memory.search(query, options=options, mode=cfg.mode, agents=tuple(agents))
     except NotReadable as exc:
         return Answer(error=str(exc))
-    return Answer(stdout=render_json(response) if args.get("json") else render_markdown(response))
+    rendered = render_json(response) if args.get("json") else render_markdown(response)
+    # The search file's bytes, and (the index's server away) a non-zero exit saying why.
+    return Answer(stdout=rendered, error=response.unavailable or None)
 
 
 def _caller_folder(cfg: Config, cwd: str) -> tuple[Path, Path | None]:

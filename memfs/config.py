@@ -179,6 +179,10 @@ class IndexConfig(_Section):
     # DSN `memfs pg grant` printed for this workspace and agent (else env MEMFS_PG_DSN).
     backend: Literal["sqlite", "postgres"] = "sqlite"
     dsn: str = ""
+    # PostgreSQL: how long to wait for the server (connecting, or a statement whose server stopped
+    # answering) before a read says the index is unavailable and a write's indexing is owed until
+    # the server is back (memfs.index.outage).  A stopped server is refused at once.
+    timeout_s: float = Field(5.0, gt=0, le=3600)
 
     split_lists = field_validator("extra_paths", mode="before")(_split_list)
 

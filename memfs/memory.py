@@ -56,7 +56,8 @@ from memfs.index.search import (  # noqa: F401  (front ends take them from here)
 from memfs.index import across
 from memfs.index.across import NotReadable  # noqa: F401  (front ends take it from here)
 from memfs.index.backend import IndexUnavailable, open_store
-from memfs.index.interface import IndexStore
+from memfs.index.interface import IndexOffline, IndexStore  # noqa: F401  (front ends take IndexOffline from here)
+from memfs.index.outage import Outage
 from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
@@ -169,6 +170,8 @@ class Memory:
             self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone), None if claims is None else (
                 lambda fresh, known, shared: claims(fresh, known, shared, self.privacy(SHARED_MODE).is_private)))
             self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
+            # A server that goes away later (PostgreSQL): writes stand, their indexing is owed.
+            self.outage = Outage(lambda: self.store.generation, self.reconcile_index, self.embed_pending)
             if self.store.outdated:
                 log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
                             self.paths.index)
@@ -352,7 +355,8 @@ class Memory:
         if self.history is not None:
             self.history.reconcile(iter_memory_files(self.cfg))
             self.history.prune()
-        return self.indexer.reconcile(progress)
+        # Writes may be indexed meanwhile (a daemon, `memfs index` beside a mount): each path's lock.
+        return self.indexer.reconcile(progress, hold=self._indexing.held)
 
     @property
     def history(self) -> History | None:
@@ -402,7 +406,10 @@ class Memory:
 
     def _index_changed(self, rel: str, defer_over: int | None = None) -> Outcome:
         with self._indexing.held(rel):
-            outcome = self.indexer.index_file(rel, defer_over=defer_over)
+            try:
+                outcome = self.indexer.index_file(rel, defer_over=defer_over)
+            except IndexOffline as exc:
+                return self._owed(rel, exc)
         if outcome.action == "skipped" and outcome.reason:
             log.warning("not indexed: %s: %s", outcome.path, outcome.reason)  # printable, whatever the name
         return outcome
@@ -412,25 +419,51 @@ class Memory:
         if self._stopping.is_set():
             return None  # the next start's reconcile does it
         with self._indexing.held(rel):
-            return self.indexer.complete(rel)
+            try:
+                return self.indexer.complete(rel)
+            except IndexOffline as exc:
+                self._owed(rel, exc)
+                return None
+
+    def _owed(self, rel: str, exc: IndexOffline) -> Outcome:
+        """``rel`` changed while the index's server is away: the change stands, its indexing is owed."""
+        self.outage.down(exc, rel)
+        return Outcome(rel, "owed", reason=str(exc))
+
+    def reconcile_index(self) -> list[Outcome]:
+        """The index (not the history) in step with the files, beside writes being indexed: a
+        mount's privacy change, and the catch-up after the index's server was away (see
+        :mod:`memfs.index.outage`); writes indexed meanwhile are not undone (each path's lock)."""
+        return self.indexer.reconcile(hold=self._indexing.held)
 
     def provisional_paths(self) -> list[str]:
         """Files whose exact chunks are still owed (see :mod:`memfs.index.deferred`)."""
         return self.store.provisional_paths()
 
     def file_removed(self, rel: str) -> bool:
-        return self.indexer.remove(rel)
+        try:
+            return self.indexer.remove(rel)
+        except IndexOffline as exc:
+            self._owed(rel, exc)
+            return False
 
     def file_moved(self, old: str, new: str) -> Outcome:
-        return self.indexer.rename(old, new)
+        try:
+            return self.indexer.rename(old, new)
+        except IndexOffline as exc:
+            return self._owed(new, exc)
 
     def path_removed(self, rel: str, who: Provenance = BESIDE) -> int:
         """A file or a whole directory is gone: drop every indexed file at or below ``rel``
         (their versions stay, with the deletion recorded)."""
         self._after_change(lambda history: history.removed(rel, who), rel)
-        paths = self.store.paths_under(rel)
-        for path in paths:
-            self.indexer.remove(path)
+        try:
+            paths = self.store.paths_under(rel)
+            for path in paths:
+                self.indexer.remove(path)
+        except IndexOffline as exc:
+            self._owed(rel, exc)
+            return 0
         return len(paths)
 
     def path_moved(self, old: str, new: str, who: Provenance = BESIDE) -> list[Outcome]:
@@ -438,6 +471,12 @@ class Memory:
         those that left the memory paths, index memory files that arrived.  In the history the
         old name is deleted and the new one has a new version."""
         self._after_change(lambda history: history.moved(old, new, who), new)
+        try:
+            return self._index_moved(old, new)
+        except IndexOffline as exc:
+            return [self._owed(new, exc)]
+
+    def _index_moved(self, old: str, new: str) -> list[Outcome]:
         outcomes = []
         moved = set()
         for path in self.store.paths_under(old):
@@ -463,6 +502,9 @@ class Memory:
                 return 0
             try:
                 return self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
+            except IndexOffline as exc:
+                self.outage.down(exc)  # its catch-up embeds what is left
+                return 0
             except EmbeddingError as exc:
                 self.provider_error = str(exc)
                 log.warning("embedding failed, new chunks stay keyword-only for now: %s", exc)
@@ -470,7 +512,13 @@ class Memory:
 
     @property
     def pending(self) -> int:
-        return self.store.pending_count()
+        if self.outage.reason:
+            return 0  # nothing can be embedded now (and the event loop must not wait to be told)
+        try:
+            return self.store.pending_count()
+        except IndexOffline as exc:
+            self.outage.down(exc)
+            return 0
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -487,12 +535,30 @@ class Memory:
         """Search the memory; ``options`` shape the query (scope, dates, mmr, decay; see
         :mod:`memfs.index.search`), ``max_results``/``min_score`` override theirs.  ``agents``:
         other agents whose public memory is searched too, through this login's reader grants
-        (:mod:`memfs.index.across`); NotReadable naming one that may not be read."""
+        (:mod:`memfs.index.across`); NotReadable naming one that may not be read.  An index whose
+        server is away answers no results and says so (SearchResponse.unavailable)."""
         readers = across.open_readers(self.cfg, agents)  # before anything: refused means no rows at all
         try:
-            return self._search(query, max_results, min_score, wait_ms, mode, options, readers)
+            response = self._search(query, max_results, min_score, wait_ms, mode, options, readers)
+        except IndexOffline as exc:
+            self.outage.down(exc)
+            return SearchResponse(query=query, results=[], provider=self.cfg.embedding.provider, generation=None,
+                                  warnings=[f"{exc}; nothing was searched (writes are kept, and indexed when "
+                                            "it answers again)"], unavailable=str(exc))
         finally:
             across.close(readers)
+        if owed := self._owed_now(mode):
+            response.warnings.append(f"the index is catching up with {len(owed)} file{'s' if len(owed) != 1 else ''} "
+                                     "written while its server was unavailable: they may be missing from these "
+                                     "results for a moment")
+        return response
+
+    def _owed_now(self, mode: str | None) -> list[str]:
+        """The files whose indexing waits for the index's server, that ``mode`` may know of."""
+        if not self.outage.active:
+            return []
+        privacy = self.privacy(mode)
+        return sorted(p for p in self.outage.owed if not privacy.hides(p))
 
     def _search(self, query: str, max_results: int | None, min_score: float | None, wait_ms: int | None,
                 mode: str | None, options: SearchOptions | None,
@@ -707,12 +773,17 @@ class Memory:
             except HISTORY_FAILURES as exc:
                 log.error("history: no versions of the day files were kept (%s); the messages are stored", exc)
         # The day files' locks first, then the store's (see PathLocks).
-        with self._indexing.held(*result.files) if big else contextlib.nullcontext(), \
-                self.store.batch() if big else contextlib.nullcontext():
+        try:
+            with self._indexing.held(*result.files) if big else contextlib.nullcontext(), \
+                    self.store.batch() if big else contextlib.nullcontext():
+                for rel in result.files:
+                    outcome = self._index_changed(rel, 0 if big else None)
+                    if outcome.provisional:
+                        result.provisional.append(rel)
+        except IndexOffline as exc:  # the batch's transaction was lost: every file of it is owed
             for rel in result.files:
-                outcome = self._index_changed(rel, 0 if big else None)
-                if outcome.provisional:
-                    result.provisional.append(rel)
+                self._owed(rel, exc)
+            result.provisional.clear()
         return result
 
     def append(self, text: str, section: str | None = None, mode: str | None = None,
@@ -779,6 +850,17 @@ class Memory:
         """What the index holds.  A shared mode counts only what it may see, and is not told what
         moves with private text (the index's size and generation, the embedding cache): watching
         those change would tell when, and roughly how much, MEMORY.md was edited."""
+        try:
+            info = self._status(mode)
+        except IndexOffline as exc:
+            self.outage.down(exc)
+            info = {"workspace": str(self.cfg.workspace), "agent": self.cfg.agent, "mode": self.privacy(mode).mode,
+                    "indexed": True, "provider": self.cfg.embedding.provider, "index_unavailable": str(exc)}
+        if owed := self._owed_now(mode):
+            info["owed"] = owed
+        return info
+
+    def _status(self, mode: str | None) -> dict[str, object]:
         privacy = self.privacy(mode)
         counts = self.store.counts(include_private=not privacy.shared, exclude=self._hidden_now(privacy))
         # As the index records it: status never loads the model (nor calls a server) to say so.
@@ -870,6 +952,7 @@ class Memory:
 
     def close(self) -> None:
         self._stopping.set()
+        self.outage.stop()
         self.settle()
         self._query_pool.shutdown(wait=True)
         self.store.close()

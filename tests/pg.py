@@ -41,6 +41,8 @@ class Server:
     bin_dir: Path | None  # None for a server MEMFS_PG_DSN names
     started_in: float  # seconds from nothing to accepting connections (0 for MEMFS_PG_DSN)
     share_dir: Path | None = None  # the server's share/ (extension control files)
+    data_dir: Path | None = None  # its data folder (pg_ctl -D), for stop() and start()
+    port: int = 0
 
 
 def bin_dir() -> Path:
@@ -106,7 +108,7 @@ def throwaway_server() -> Iterator[Server]:
                         "start"], check=True, capture_output=True, **user)  # type: ignore[call-overload]
         started = True
         yield Server(dsn=f"host=127.0.0.1 port={port} user=postgres dbname=postgres", bin_dir=bins,
-                     started_in=time.monotonic() - began, share_dir=bins.parent / "share")
+                     started_in=time.monotonic() - began, share_dir=bins.parent / "share", data_dir=data, port=port)
     except subprocess.CalledProcessError as exc:
         log = data / "log"
         raise RuntimeError(f"{exc.cmd[0]} failed: {exc.stderr.decode(errors='replace')}"
@@ -116,6 +118,23 @@ def throwaway_server() -> Iterator[Server]:
             subprocess.run([str(bins / "pg_ctl"), "-D", str(data), "-w", "-t", "30", "-m", "immediate", "stop"],
                            capture_output=True, **user)  # type: ignore[call-overload]
         shutil.rmtree(root, ignore_errors=True)
+
+
+def stop(server: Server) -> None:
+    """Stop a throwaway server as an operator would (``pg_ctl stop -m fast``: sessions are ended,
+    clients see their connections drop); its data folder stays for :func:`start`."""
+    assert server.bin_dir is not None and server.data_dir is not None, "MEMFS_PG_DSN's server is not ours to stop"
+    subprocess.run([str(server.bin_dir / "pg_ctl"), "-D", str(server.data_dir), "-w", "-t", "30", "-m", "fast",
+                    "stop"], check=True, capture_output=True, **_as_user())  # type: ignore[call-overload]
+
+
+def start(server: Server) -> None:
+    """Start a server :func:`stop` stopped, on the same port and data folder."""
+    assert server.bin_dir is not None and server.data_dir is not None
+    data = server.data_dir
+    subprocess.run([str(server.bin_dir / "pg_ctl"), "-D", str(data), "-w", "-t", "30", "-l", str(data / "log"),
+                    "-o", f"-h 127.0.0.1 -p {server.port} -k {data} -c fsync=off -c full_page_writes=off",
+                    "start"], check=True, capture_output=True, **_as_user())  # type: ignore[call-overload]
 
 
 @contextlib.contextmanager

@@ -208,7 +208,7 @@ class Daemon:
             parent = self.ops.inodes.inode_of(folder)
             if parent is not None:
                 pyfuse3.invalidate_entry_async(parent, os.fsencode(name), ignore_enoent=True)
-        await trio.to_thread.run_sync(self.memory.indexer.reconcile)
+        await trio.to_thread.run_sync(self.memory.reconcile_index)
 
     async def _invalidate(self, rel: str, exists: bool) -> None:
         """Something changed beside the mount: make the kernel forget what it cached of it."""

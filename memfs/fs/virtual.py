@@ -26,7 +26,7 @@ from collections.abc import Callable
 from memfs.config import MAIN_MODE
 from memfs.fs.historyfiles import HistoryFiles
 from memfs.fs.vnode import VirtualError, VNode
-from memfs.memory import BUNDLE_MODES, BadOption, Memory, SearchOptions, parse_options
+from memfs.memory import BUNDLE_MODES, BadOption, IndexOffline, Memory, SearchOptions, parse_options
 from memfs.render.results import render_json, render_markdown
 from memfs.render.status import render_status
 
@@ -216,15 +216,18 @@ class VirtualTree:
         if node.size is not None:
             return node.render()  # a version: never changes, and is not kept in memory
         store = self.memory.store
-        generation = store.generation
         search = self.is_search(node)
-        # Search results depend on the index only: cache them per generation (unless chunks are
-        # still waiting for vectors).  Bundles read any file and status changes by the second.
-        cacheable = search and not self.memory.pending
-        # One `cat` looks the file up, opens it and fstats it: each would render it again while
-        # vectors keep arriving.  A rendering made a moment ago serves them all, as long as no
-        # text changed since (only vectors): the size stat reports is the size the open reads.
-        content_generation = store.content_generation if search else -1
+        try:
+            generation = store.generation
+            # Search results depend on the index only: cache them per generation (unless chunks are
+            # still waiting for vectors).  Bundles read any file and status changes by the second.
+            cacheable = search and not self.memory.pending
+            # One `cat` looks the file up, opens it and fstats it: each would render it again while
+            # vectors keep arriving.  A rendering made a moment ago serves them all, as long as no
+            # text changed since (only vectors): the size stat reports is the size the open reads.
+            content_generation = store.content_generation if search else -1
+        except IndexOffline:  # its server is away: every file renders (a search says so, a bundle reads files)
+            generation, cacheable, content_generation = -1, False, -2
         recent = (search and node.rendered_mono is not None and node.rendered_content == content_generation
                   and time.monotonic() - node.rendered_mono < REUSE_S)
         if (node.rendered_at != generation or not cacheable) and not recent:

@@ -33,6 +33,6 @@ def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
             raise WorkspaceIdError(f"workspace {cfg.workspace} has no id ({ID_FILE}): `memfs pg grant --workspace "
                                    f"{cfg.workspace} --agent {cfg.agent}` writes it, or copy it from the host where "
                                    "this workspace was granted")
-        return PgStore(cfg.index.dsn, found, cfg.agent)
+        return PgStore(cfg.index.dsn, found, cfg.agent, cfg.index.timeout_s)
     except (PgError, WorkspaceIdError) as exc:
         raise IndexUnavailable(f"index.backend = postgres: {exc}") from None

@@ -8,6 +8,7 @@ off any latency-critical path.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import errno
@@ -20,6 +21,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,6 +47,7 @@ from memfs.workspace import (
     FileKind,
     classify,
     daily_date,
+    is_memory,
     iter_memory_files,
     name_is_text,
     shown,
@@ -558,21 +561,38 @@ class Indexer:
         first_recent = today(timezone(self.cfg.bundle.timezone)) - dt.timedelta(days=RECENT_DAYS - 1)
         return ({"paths": LONG_TERM_NAMES}, {"since": first_recent.isoformat()}, {})
 
-    def reconcile(self, progress: Progress | None = None) -> list[Outcome]:
-        """Bring the index in line with the files: new, changed (by hash) and deleted files."""
+    def reconcile(self, progress: Progress | None = None,
+                  hold: Callable[[str], AbstractContextManager[object]] | None = None) -> list[Outcome]:
+        """Bring the index in line with the files: new, changed (by hash) and deleted files.
+        ``hold``: the lock of one path, taken around its indexing, when writes are indexed at the
+        same time (a catch-up under a running mount): a write listed after this began, or
+        indexed while it ran, is never removed, nor overwritten with what this read before it."""
+        held = hold or (lambda rel: contextlib.nullcontext())
         on_disk = iter_memory_files(self.cfg)
         outcomes = []
         for number, rel in enumerate(on_disk, start=1):
-            outcomes.append(self.index_file(rel))
+            with held(rel):
+                outcomes.append(self.index_file(rel))
             if progress:
                 progress(number, len(on_disk))
         present = {shown(rel) for rel in on_disk}
         for record in self.store.files():
-            if record.path not in present:
+            if record.path in present:
+                continue
+            with held(record.path):
+                if hold is not None and self._arrived(record.path):
+                    continue  # written since the listing, and indexed by its writer
                 self.store.remove_file(record.path)
-                outcomes.append(Outcome(record.path, "removed"))
+            outcomes.append(Outcome(record.path, "removed"))
         self.store.set_meta("reconciled_at", str(time.time()))
         return outcomes
+
+    def _arrived(self, rel: str) -> bool:
+        """Whether a path the listing did not hold is a memory file now."""
+        try:
+            return is_memory(rel, self.cfg.index.extra_paths) and _is_regular(self.cfg.workspace / rel)
+        except OSError:
+            return False
 
 
 _MESSAGE_DAY = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")

@@ -26,6 +26,12 @@ if TYPE_CHECKING:
     from memfs.index.store import FileRecord, StoredChunk, StoredUnit
 
 
+class IndexOffline(RuntimeError):
+    """The store's server cannot be reached now (stopped, restarting, out of the network), said in
+    one line.  Nothing is lost by it: the files are the truth, and :mod:`memfs.index.outage`
+    reconciles the index with them once the server answers again.  A SQLite store never raises it."""
+
+
 @runtime_checkable
 class IndexStore(Protocol):
     """The index of one (workspace, agent).  Vectors are float32 bytes in and out; a unit's

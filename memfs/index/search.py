@@ -198,11 +198,13 @@ class SearchResponse:
     # not in the answer, whose bytes the CLI and the search file share.
     waited_ms: float = 0.0
     agents: list[str] = field(default_factory=list)  # a search of several agents: which, own first
+    unavailable: str = ""  # why nothing was searched: the index's server is away
 
     def as_dict(self) -> dict[str, object]:
-        return {"query": self.query, **({"agents": self.agents} if self.agents else {}),
-                "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
-                "pending": self.pending, "pending_note": self.pending_note}
+        found = {"query": self.query, **({"agents": self.agents} if self.agents else {}),
+                 "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
+                 "pending": self.pending, "pending_note": self.pending_note}
+        return {**found, "unavailable": self.unavailable} if self.unavailable else found
 
 
 @dataclass(frozen=True)

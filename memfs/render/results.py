@@ -61,6 +61,6 @@ def render_markdown(response: SearchResponse) -> str:
             "",
             _around(result),
         ]
-    if not results:
+    if not results and not response.unavailable:
         lines += ["", "No results. Try other words, or a lower minimum score (memfs search --min-score 0.1)."]
     return "\n".join(lines) + "\n"

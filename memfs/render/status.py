@@ -78,6 +78,8 @@ def _provisional(info: dict[str, object]) -> list[str]:
 
 def render_status(info: dict[str, object], bar: bool = False) -> str:
     """``bar``: draw the embedding progress as a bar (for a terminal)."""
+    if "index_unavailable" in info:
+        return _unavailable(info)
     model = f"{info['provider']} ({info['model']}, {info['dims']} dims)" if info.get("model") else str(info["provider"])
     lines = [
         f"workspace:  {info['workspace']}",
@@ -133,4 +135,23 @@ def render_status(info: dict[str, object], bar: bool = False) -> str:
             lines.append("served by:  nothing running (commands start `memfs serve` on demand; see daemon.on_demand)")
     if info.get("provider_error"):
         lines.append(f"warning:    embeddings unavailable: {info['provider_error']}")
+    if "owed" in info:
+        owed: list[str] = info["owed"]  # type: ignore[assignment]
+        lines.append(f"index:      catching up with {len(owed)} file(s) written while its server was unavailable")
+    return "\n".join(lines) + "\n"
+
+
+def _unavailable(info: dict[str, object]) -> str:
+    """Status while the index's server is away: what is known without it."""
+    owed: list[str] = info.get("owed") or []  # type: ignore[assignment]
+    lines = [
+        f"workspace:  {info['workspace']}",
+        f"agent:      {info['agent']}",
+        f"mode:       {info.get('mode', 'main')}",
+        f"index:      {info['index_unavailable']}",
+        f"owed:       {len(owed)} file(s) written since, indexed when it answers again"
+        + (f": {', '.join(owed[:3])}{' and more' if len(owed) > 3 else ''}" if owed else ""),
+    ]
+    if info.get("mounted_at"):
+        lines.append(f"mount:      {info['mounted_at']} (up {info['uptime_s']} s)")
     return "\n".join(lines) + "\n"

@@ -1,6 +1,8 @@
 """Connections to PostgreSQL with errors a person can act on: a wrong DSN, an unreachable server,
 a refused password, a server too old or without pgvector 0.8 each give one line (:class:`PgError`),
-never a driver traceback."""
+never a driver traceback.  Every connection is bounded in time (``index.timeout_s``): connecting,
+and waiting on a server that stopped answering mid-statement (TCP keepalives and
+``tcp_user_timeout``), so a read never hangs on a server that is gone."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ if TYPE_CHECKING:
 
 MIN_SERVER = 150000  # PostgreSQL 15: MERGE, security_invoker views, PUBLIC without CREATE on public
 MIN_VECTOR = (0, 8)  # pgvector 0.8: iterative index scans (hnsw.iterative_scan) for filtered KNN
-CONNECT_TIMEOUT = 10  # seconds, unless the DSN says otherwise
+CONNECT_TIMEOUT = 5.0  # seconds (index.timeout_s's default), unless the DSN says otherwise
 
 
 class PgError(RuntimeError):
@@ -45,7 +47,25 @@ def _unquoted(message: str) -> str:
     return re.sub(r'"([^"]*)"', lambda m: m.group(0) if re.fullmatch(r"[a-z_]+", m.group(1)) else '"..."', message)
 
 
-def connect(dsn: str, autocommit: bool = True) -> psycopg.Connection:
+def _bounded(options: dict[str, object], timeout: float) -> dict[str, object]:
+    """libpq options that give up on a server after about ``timeout`` seconds, those the DSN does
+    not set itself: connecting (libpq's connect_timeout, whole seconds, at least 2), and a sent
+    statement whose bytes the server's host stops acknowledging (tcp_user_timeout) or an idle
+    connection whose peer vanished (keepalives).  A server that stops (pg_ctl stop, a restart)
+    closes its connections and is refused at once: no wait at all."""
+    seconds = max(2, round(timeout))
+    wanted: dict[str, object] = {
+        "connect_timeout": seconds,
+        "tcp_user_timeout": int(timeout * 1000),
+        "keepalives": 1,
+        "keepalives_idle": seconds,
+        "keepalives_interval": 1,
+        "keepalives_count": 3,
+    }
+    return {k: v for k, v in wanted.items() if k not in options}
+
+
+def connect(dsn: str, autocommit: bool = True, timeout: float = CONNECT_TIMEOUT) -> psycopg.Connection:
     """A connection, or PgError saying in one line why there is none."""
     psycopg = _driver()
     from psycopg.conninfo import conninfo_to_dict
@@ -54,7 +74,7 @@ def connect(dsn: str, autocommit: bool = True) -> psycopg.Connection:
         options = conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:  # type: ignore[attr-defined]
         raise PgError(f"not a valid DSN: {_unquoted(_first_line(exc))}") from None
-    extra = {} if "connect_timeout" in options else {"connect_timeout": CONNECT_TIMEOUT}
+    extra = _bounded(options, timeout)
     try:
         # prepare_threshold=None: psycopg's automatic prepared statements cache generic plans,
         # which cannot prune a tenant's partitions by the value of the moment.

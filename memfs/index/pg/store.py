@@ -25,11 +25,17 @@ A tenant's KNN reads an HNSW index once it holds :data:`memfs.index.pg.knn.EXACT
 store asks the server for it (:func:`memfs.index.pg.knn.build_index`) when it opens and after a
 write that added chunks or vectors commits, never inside a write's transaction (the build locks
 the tenant's partition until it commits), on a connection of its own so searches go on meanwhile.
+
+A lost connection (the server stopped or restarted, the network dropped) is not the end of the
+store: every method then raises :class:`memfs.index.interface.IndexOffline`, in one line and within
+``index.timeout_s``, and the next call after :data:`RETRY_S` connects again by itself (never in the
+middle of a transaction, whose statements must all go to the one connection that began it).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -43,7 +49,8 @@ import numpy as np
 
 from memfs.index.chunking import Chunk
 from memfs.index.pg import keyword, knn, terms
-from memfs.index.pg.connect import PgError, check_server, connect, redacted
+from memfs.index.interface import IndexOffline
+from memfs.index.pg.connect import CONNECT_TIMEOUT, PgError, check_server, connect, redacted
 from memfs.index.pg.schema import LATEST, version
 from memfs.index.store import (
     PROVISIONAL_HASH,
@@ -60,6 +67,7 @@ log = logging.getLogger(__name__)
 
 INDEX_RETRY = 600.0  # seconds before a failed HNSW build is tried again
 _KINDS = {kind.value for kind in FileKind}
+RETRY_S = 1.0  # after a failed reconnect, calls fail at once for this long (no connect per call)
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
 _UNIT_COLUMNS = "unit_id, chunk_id, start_line, end_line, hash, text, context, packed, reading"
@@ -84,6 +92,36 @@ def _first(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+def _offline_reason(store: PgStore, exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = text.rsplit("failed: ", 1)[-1].replace("FATAL:  ", "").strip()
+    text = text.removeprefix("index.backend = postgres: ").removeprefix(f"cannot connect to {redacted(store.dsn)}: ")
+    return f"the index is unavailable: PostgreSQL at {store._where()}: {text}"
+
+
+def _offline_on_loss(method: Callable) -> Callable:
+    """``method`` of PgStore, raising IndexOffline when the server is lost under it."""
+    @functools.wraps(method)
+    def checked(self: PgStore, *args: object, **kwargs: object) -> object:
+        for attempt in (1, 2):
+            try:
+                return method(self, *args, **kwargs)
+            except IndexOffline:
+                if attempt == 2 or self._depth or self._retry_at:
+                    raise
+            except Exception as exc:
+                offline = self._lost_now(exc)
+                if offline is None:
+                    raise
+                if attempt == 2 or self._depth or not self._conn.closed:
+                    raise offline from None
+            # The connection was lost under this call, outside any transaction of a caller's: once
+            # more on a new one (a restarted server answers it).  Each method is one statement or
+            # one transaction, rolled back whole when the connection went, so it may run again.
+        raise AssertionError("unreachable")
+    return checked
+
+
 def _scoped(where: str) -> str:
     """A condition of memfs.index.search.Scope (``?`` placeholders) in psycopg's style."""
     return where.replace("%", "%%").replace("?", "%s")
@@ -94,7 +132,7 @@ class PgStore:
 
     backend = "postgres"
 
-    def __init__(self, dsn: str, workspace: uuid.UUID, agent: str) -> None:
+    def __init__(self, dsn: str, workspace: uuid.UUID, agent: str, timeout: float = CONNECT_TIMEOUT) -> None:
         self.lock = threading.RLock()
         self.outdated = False
         self._has_vectors = False
@@ -103,16 +141,21 @@ class PgStore:
         self._index_retry = 0.0
         self.dsn = dsn
         self.reader = False  # True: another tenant's public rows, read through a reader grant
-        self.conn = connect(dsn)
+        self.timeout = timeout
+        self._conn = connect(dsn, timeout=timeout)
+        self._depth = 0  # transactions open on _conn (nested: savepoints)
+        self._retry_at = 0.0  # no reconnect before this (time.monotonic())
+        self._lost = ""  # why the last reconnect failed
+        self._closed = False
         try:
             self._open(workspace, agent)
         except BaseException:
-            self.conn.close()
+            self._conn.close()
             raise
         self._ensure_vector_index()
 
     @classmethod
-    def reading(cls, dsn: str, workspace: uuid.UUID, agent: str) -> PgStore:
+    def reading(cls, dsn: str, workspace: uuid.UUID, agent: str, timeout: float = CONNECT_TIMEOUT) -> PgStore:
         """Another tenant's index, read (never written) through this login's reader grant on it
         (``memfs pg grant --agent AGENT --reader ME``): its public rows only, as row-level
         security shows them.  ``agent`` is looked for in ``workspace`` first, then among every
@@ -127,11 +170,16 @@ class PgStore:
         store._index_retry = 0.0
         store.dsn = dsn
         store.reader = True
-        store.conn = connect(dsn)
+        store.timeout = timeout
+        store._conn = connect(dsn, timeout=timeout)
+        store._depth = 0
+        store._retry_at = 0.0
+        store._lost = ""
+        store._closed = False
         try:
             store._open_reader(workspace, agent)
         except BaseException:
-            store.conn.close()
+            store._conn.close()
             raise
         return store
 
@@ -141,6 +189,7 @@ class PgStore:
 
         try:
             register_vector(self.conn)
+            self._bound_reads(self.conn)
             # A reader grant is an access row without writes; the login's own tenant (writes) is
             # not "another agent", whatever its name.
             rows = self.conn.execute(
@@ -173,6 +222,7 @@ class PgStore:
             if found < LATEST:
                 raise PgError(f"the memfs schema is version {found}, this memfs needs {LATEST}: run `memfs pg init DSN`")
             register_vector(self.conn)
+            self._bound_reads(self.conn)
             row = self.conn.execute(
                 "SELECT t.tenant_id, a.private FROM memfs.tenants t JOIN memfs.access a "
                 "ON a.tenant_id = t.tenant_id AND a.role = current_user AND a.writes "
@@ -194,7 +244,70 @@ class PgStore:
 
     def close(self) -> None:
         with self.lock:
-            self.conn.close()
+            self._closed = True
+            self._conn.close()
+
+    # -- the connection, and its loss ------------------------------------------------------------
+
+    @property
+    def conn(self):  # -> psycopg.Connection
+        """The open connection, made again if the last one was lost (IndexOffline if it cannot be)."""
+        if not self._conn.closed or self._closed:
+            return self._conn
+        with self.lock:
+            if not self._conn.closed:
+                return self._conn
+            if self._depth:  # a transaction of the lost connection: it is gone whole
+                raise IndexOffline(f"the index is unavailable: PostgreSQL at {self._where()} closed the connection "
+                                   "during a transaction")
+            if time.monotonic() < self._retry_at:
+                raise IndexOffline(self._lost)
+            fresh = None
+            try:
+                fresh = connect(self.dsn, timeout=self.timeout)
+                from pgvector.psycopg import register_vector
+
+                register_vector(fresh)
+                self._bound_reads(fresh)
+            except Exception as exc:  # PgError, or the server going again while vectors are registered
+                if fresh is not None:
+                    fresh.close()
+                self._retry_at = time.monotonic() + RETRY_S
+                self._lost = _offline_reason(self, exc)
+                raise IndexOffline(self._lost) from None
+            self._conn, self._lost, self._retry_at = fresh, "", 0.0
+            return fresh
+
+    def _bound_reads(self, conn) -> None:
+        """A read (a statement outside a transaction) the server has not answered within the
+        timeout is cancelled by the server itself: a search never waits longer on a server that is
+        stuck (its locks, its load).  A write's transaction lifts the limit (_writing): indexing
+        a large file, or a rebuild's deletes, may take as long as they take."""
+        conn.execute("SELECT set_config('statement_timeout', %s, false)", (f"{int(self.timeout * 1000)}ms",))
+
+    def _where(self) -> str:
+        from psycopg.conninfo import conninfo_to_dict
+
+        try:
+            parts = conninfo_to_dict(self.dsn)
+        except Exception:
+            return "(unparsable DSN)"
+        return f"{parts.get('host') or 'localhost'}:{parts.get('port') or 5432}"
+
+    def _lost_now(self, exc: BaseException) -> IndexOffline | None:
+        """IndexOffline if ``exc`` (a driver error) means the server is gone or did not answer in
+        time; None for any other error (a bug, a constraint), which stays what it is."""
+        import psycopg
+
+        if not isinstance(exc, psycopg.Error):
+            return None
+        if isinstance(exc, psycopg.errors.QueryCanceled) and not self._conn.closed:
+            return IndexOffline(f"the index is unavailable: PostgreSQL at {self._where()} did not answer within "
+                                f"{self.timeout:g} s (index.timeout_s)")
+        if self._conn.closed or isinstance(exc, psycopg.errors.AdminShutdown):
+            self._retry_at = 0.0  # the next call may reconnect at once (a restart is quick)
+            return IndexOffline(_offline_reason(self, exc))
+        return None
 
     # -- transactions and metadata ---------------------------------------------------------------
 
@@ -202,17 +315,31 @@ class PgStore:
     def _writing(self) -> Iterator:
         """One transaction (inside a batch: a savepoint of the batch's); once the outermost one
         has committed, the HNSW index if a write made it due."""
-        import psycopg
-
         if self.reader:  # row-level security refuses it as well; this says so in words
             raise PgError(f"the index of tenant {self.tenant} is only read here (a reader grant)")
+        committed = False
         with self.lock:
-            with self.conn.transaction():
-                yield self.conn
-            committed = self.conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+            conn = self.conn
+            self._depth += 1
+            try:
+                with conn.transaction():
+                    if self._depth == 1:
+                        conn.execute("SET LOCAL statement_timeout = 0")
+                    yield conn
+                committed = self._depth == 1
+            except Exception as exc:
+                offline = self._lost_now(exc)
+                if offline is None:
+                    raise
+                raise offline from None
+            finally:
+                self._depth -= 1
         if committed and self._grew:
             self._grew = False
-            self._ensure_vector_index()
+            try:
+                self._ensure_vector_index()
+            except IndexOffline:  # the server went after the write committed: built at the next one
+                self._grew = True
 
     def _ensure_vector_index(self) -> None:
         """Have the server build the tenant's HNSW index when the tenant has reached
@@ -235,7 +362,7 @@ class PgStore:
                 return
         began = time.monotonic()
         try:
-            with connect(self.dsn) as conn:
+            with connect(self.dsn, timeout=self.timeout) as conn:
                 name = knn.build_index(conn, dims)
         except (PgError, psycopg.Error) as exc:
             self._index_retry = time.monotonic() + INDEX_RETRY
@@ -807,3 +934,14 @@ class PgStore:
                 "(SELECT coalesce(sum(chunks), 0) FROM memfs.corpus_stats WHERE tenant_id = %s)",
                 (self.tenant, self.tenant)).fetchone()
         return "ok" if int(row[0]) == int(row[1]) else f"keyword statistics count {row[1]} chunks, the index {row[0]}"
+
+
+# Every public method and property of the store says IndexOffline when its server is lost (the
+# context managers say it themselves, through _writing).
+for _name, _member in list(vars(PgStore).items()):
+    if _name.startswith("_") or _name in ("close", "conn", "batch", "transaction"):
+        continue
+    if isinstance(_member, property) and _member.fget is not None:
+        setattr(PgStore, _name, property(_offline_on_loss(_member.fget), _member.fset))
+    elif callable(_member) and not isinstance(_member, type):
+        setattr(PgStore, _name, _offline_on_loss(_member))

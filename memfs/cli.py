@@ -355,10 +355,18 @@ def _answerer(opts: dict[str, Any]) -> Answerer:
 
 @main.command()
 @click.option("--rebuild", is_flag=True, help="Build the index anew from the files (cache kept).")
+@click.option("--to", "to", type=click.Choice(["postgres", "sqlite"]), default=None,
+              help="Copy this workspace's index (this agent's) from the other backend to this one, vectors and "
+                   "embedding cache included, embedding nothing again.")
 @click.option("--json", "as_json", is_flag=True, help="Print the outcome as JSON.")
 @global_options
-def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
+def index(rebuild: bool, to: str | None, as_json: bool, **opts: Any) -> None:
     """Index the workspace's memory files (incremental: unchanged files are skipped)."""
+    if to is not None:
+        if rebuild:
+            raise click.UsageError("--to copies the index as it is: it does not go with --rebuild")
+        _move_index(to, as_json, opts)
+        return
     args = {"json": as_json}
     with _answerer(opts) as answerer:
         if not rebuild:
@@ -393,6 +401,43 @@ def index(rebuild: bool, as_json: bool, **opts: Any) -> None:
             files_done()
             embed_done()
     _emit(answer)
+
+
+def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
+    """``memfs index --to BACKEND``: the PostgreSQL side is reached with this command's settings
+    read as for ``index.backend = "postgres"`` (its DSN, checked as a mount checks it)."""
+    import json
+
+    opts = _options(opts)
+    cfg = _config({**opts, "overrides": (*opts["overrides"], "index.backend=postgres")})
+    if cfg.mode != "main":
+        raise click.ClickException(f"the index moves whole, private rows included: move it in the main mode, "
+                                   f"not {cfg.mode!r}")
+    if not cfg.workspace.is_dir():
+        raise click.ClickException(f"workspace {cfg.workspace} does not exist")
+    from memfs.memory import MoveRefused, move_index
+    from memfs.serve import ondemand
+
+    # A daemon a command started gives way, as for a rebuild; a mount refuses the move.
+    ondemand.stop(cfg.workspace, cfg.agent, Invocation.here(opts).env or None)
+    bar, done = _bar("moving chunks")
+    try:
+        moved, source, target = move_index(cfg, to, progress=bar)
+    except MoveRefused as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        done()
+    if as_json:
+        click.echo(json.dumps({"from": source, "to": target, "files": moved.files, "chunks": moved.chunks,
+                               "units": moved.units, "vectors": moved.vectors, "cached_embeddings": moved.cached,
+                               "seconds": round(moved.seconds, 3)}))
+    else:
+        click.echo(f"moved {moved.files} files, {moved.chunks} chunks, {moved.units} units, {moved.vectors} vectors "
+                   f"and {moved.cached} cached embeddings from {source} to {target} in {moved.seconds:.1f} s "
+                   "(nothing embedded again)")
+    current = _config(opts).index.backend
+    if current != to:
+        click.echo(f'memfs uses the {current} index until index.backend = "{to}" is set', err=True)
 
 
 _SEARCH_FLAGS = {"n": "-n", "min": "--min-score", "in": "--in", "after": "--after", "before": "--before",

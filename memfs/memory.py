@@ -58,6 +58,7 @@ from memfs.index.across import NotReadable  # noqa: F401  (front ends take it fr
 from memfs.index.backend import IndexUnavailable, open_store
 from memfs.index.interface import IndexOffline, IndexStore  # noqa: F401  (front ends take IndexOffline from here)
 from memfs.index.outage import Outage
+from memfs.indexmove import MoveRefused, move_index  # noqa: F401  (front ends take them from here)
 from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
@@ -294,7 +295,7 @@ class Memory:
         try:
             fcntl.flock(self._using, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise IndexBusy(f"{self.paths.index} is in use by a running mount or another memfs: unmount "
+            raise IndexBusy(f"{self.store.location} is in use by a running mount or another memfs: unmount "
                             "(`memfs umount MOUNTPOINT`) before rebuilding it") from None
         try:
             return self._rebuild(progress)
@@ -880,7 +881,7 @@ class Memory:
             "dims": recorded.get("dims", 0),
             "provider_error": self.provider_error,
             "generation": self.store.generation,
-            "index_path": str(self.paths.index),
+            "index_path": self.store.location,  # the file, or the server (no password) and tenant
             "index_bytes": self.store.size_bytes(),
             "problems": [{"path": path, "not_indexed": error, "warning": warning}
                          for path, (error, warning) in sorted(self.problems(privacy).items())],

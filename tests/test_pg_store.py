@@ -278,6 +278,29 @@ def test_a_big_write_is_provisional_then_exact_on_both(workspace: Path, make_con
             memory.close()
 
 
+def test_status_and_a_refused_rebuild_name_the_server_not_a_file(workspace: Path, make_config, pg_index) -> None:
+    """On postgres the index is a tenant on a server: status and a rebuild refused while another
+    process uses it say which (the DSN without its password), not the unused SQLite file's path."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    write(workspace / "memory" / "2026-03-01.md", "# 2026-03-01\n\n- The spare bike is in the shed.\n")
+    dsn = pg_index(workspace, "main")
+    cfg = make_config(workspace, index__backend="postgres", index__dsn=dsn, embedding__provider="none")
+    first, second = Memory(cfg), Memory(cfg)
+    try:
+        first.index()
+        with pytest.raises(IndexBusy) as busy:
+            first.rebuild()
+        shown = [str(busy.value), str(first.status()["index_path"])]
+    finally:
+        first.close()
+        second.close()
+    password = str(conninfo_to_dict(dsn)["password"])
+    for text in shown:
+        assert ".sqlite" not in text and password not in text, text
+        assert f"user={conninfo_to_dict(dsn)['user']}" in text and "tenant" in text, text
+
+
 def test_both_stores_have_every_method_of_the_interface() -> None:
     """Each method of IndexStore is on both stores, with the same parameters and defaults."""
     import inspect

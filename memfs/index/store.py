@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import apsw
 
@@ -32,10 +33,13 @@ np = lazy_module("numpy")
 
 from memfs.index import topk
 from memfs.index.chunking import Chunk
-from memfs.index.text import match_expression, phrase_tokens
+from memfs.index.text import fts_body, match_expression, phrase_tokens
 from memfs.index.units import plain
 from memfs.index.vectors import VectorMatrix, pack_unit_vector
 from memfs.workspace import FileKind
+
+if TYPE_CHECKING:
+    from memfs.index.rows import CachedVector, FileRows
 
 _KINDS = {kind.value for kind in FileKind}
 
@@ -192,6 +196,7 @@ class Store:
     :class:`memfs.index.interface.IndexStore`."""
 
     backend = "sqlite"
+    sees_private = True  # a file of its user's: every row of the index
 
     def __init__(self, path: Path, cache_path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,6 +220,11 @@ class Store:
         self._matrix: VectorMatrix | None = None
         self._matrix_version = -1
         self._knn_pool: ThreadPoolExecutor | None = None  # see nearest_later
+
+    @property
+    def location(self) -> str:
+        """Where the index is, to tell a person: its file."""
+        return str(self.path)
 
     def close(self) -> None:
         with self.lock:
@@ -520,6 +530,114 @@ class Store:
                 for chunk_id, _ in rows:
                     self._matrix.remove(chunk_id)
         conn.execute("DELETE FROM chunks WHERE path = ? AND start_line >= ?", (path, from_line))
+
+    # -- copying to and from another store (memfs.index.transfer) ------------------------------
+
+    def clear(self) -> None:
+        """Every row of the index gone, and its vector table (the next fingerprint sets its
+        dimension); the embedding cache, the schema and the workspace it serves stay."""
+        with self.transaction() as conn:
+            for table in ("units", "chunks", "files"):
+                conn.execute(f"DELETE FROM {table}")
+            for fts in ("chunks_fts", "private_fts"):
+                conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('delete-all')")
+            conn.execute("DROP TABLE IF EXISTS chunks_vec")
+            conn.execute("DELETE FROM meta WHERE key NOT IN ('schema', 'generation', 'content_generation', "
+                         "'workspace')")
+            self._has_vectors = False
+            self._matrix = None
+
+    def export_files(self, paths: Sequence[str]) -> list[FileRows]:
+        """The rows of these files (those indexed), as they are: ids, states, vectors."""
+        from memfs.index.rows import ChunkRow, FileRows
+
+        found: list[FileRows] = []
+        with self.lock:
+            vec = self.has_vectors
+            for path in paths:
+                row = self.conn.execute(f"SELECT {_FILE_COLUMNS}, indexed_at FROM files WHERE path = ?",
+                                        (path,)).fetchone()
+                if row is None:
+                    continue
+                rows = self.conn.execute(
+                    "SELECT id, path, start_line, end_line, hash, text, embedded, private, jsonl, first_day, last_day, "
+                    "chat_id, chat_title FROM chunks WHERE path = ? ORDER BY id", (path,)).fetchall()
+                vectors: dict[int, bytes] = {}
+                ids = [int(r[0]) for r in rows if r[6] == 1]
+                for begin in range(0, len(ids) if vec else 0, 900):
+                    part = ids[begin : begin + 900]
+                    vectors.update((int(i), bytes(v)) for i, v in self.conn.execute(
+                        f"SELECT rowid, embedding FROM chunks_vec WHERE rowid IN ({','.join('?' * len(part))})", part))
+                chunks = tuple(ChunkRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], int(r[6]), bool(r[7]), bool(r[8]),
+                                        r[9], r[10], r[11], r[12], vectors.get(int(r[0]))) for r in rows)
+                units = tuple(StoredUnit(*u) for u in self.conn.execute(
+                    "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector, reading FROM units "
+                    "WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?) ORDER BY id", (path,)))
+                found.append(FileRows(_file_record(row[:-1]), float(row[-1]), chunks, units))
+        return found
+
+    def import_files(self, files: Sequence[FileRows]) -> None:
+        """Put these files' rows in, ids and vectors as given, in one transaction: each file's
+        rows here before are replaced (so importing the same rows again changes nothing).  The
+        ids must not belong to another file here (the target of a copy is cleared first)."""
+        from memfs.index.rows import EMBEDDED, PENDING
+
+        with self.transaction() as conn:
+            vec = self.has_vectors
+            for rows in files:
+                record = rows.record
+                self._delete_chunks(conn, record.path)
+                conn.execute("DELETE FROM files WHERE path = ?", (record.path,))
+                # A vector that did not come along (none in the source) is owed again, not claimed.
+                states = [c.state if c.state != EMBEDDED or (vec and c.vector is not None) else PENDING
+                          for c in rows.chunks]
+                conn.executemany(
+                    "INSERT INTO chunks(id, path, start_line, end_line, hash, text, embedded, private, jsonl, "
+                    "first_day, last_day, chat_id, chat_title) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(c.id, c.path, c.start_line, c.end_line, c.hash, c.text, state, int(c.private), int(c.jsonl),
+                      c.first_day, c.last_day, c.chat_id, c.chat_title) for c, state in zip(rows.chunks, states)])
+                fts = "private_fts" if record.private else "chunks_fts"
+                conn.executemany(f"INSERT INTO {fts}(rowid, body) VALUES (?, ?)",
+                                 [(c.id, fts_body(c.text)) for c in rows.chunks])
+                conn.executemany(
+                    "INSERT INTO units(id, chunk_id, start_line, end_line, hash, text, context, vector, reading) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(u.id, u.chunk_id, u.start_line, u.end_line, u.hash, u.text, u.context, u.vector, u.reading)
+                     for u in rows.units])
+                conn.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
+                                 [(c.id, int(c.private), c.vector) for c, state in zip(rows.chunks, states)
+                                  if state == EMBEDDED])
+                conn.execute(
+                    "INSERT INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at, private, warning, "
+                    "tail_hash, resume_line, resume_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (record.path, record.kind, record.hash, record.mtime, record.size, record.chunks, record.error,
+                     rows.indexed_at, int(record.private), record.warning, record.tail_hash, record.resume_line,
+                     record.resume_offset))
+            self._matrix = None  # reloaded with the new vectors when next needed
+
+    def cache_entries(self, provider: str, hashes: Iterable[str]) -> list[CachedVector]:
+        """The embedding cache's vectors of these text hashes made by ``provider`` (any model name
+        it files them under)."""
+        from memfs.index.rows import CachedVector
+
+        wanted = list(dict.fromkeys(hashes))
+        found: list[CachedVector] = []
+        with self.lock:
+            for begin in range(0, len(wanted), 500):
+                part = wanted[begin : begin + 500]
+                found += [CachedVector(str(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in self.conn.execute(
+                    "SELECT provider, model, hash, vector FROM cache.embedding_cache WHERE provider = ? AND hash IN "
+                    f"({','.join('?' * len(part))})", (provider, *part))]
+        return found
+
+    def put_cache_entries(self, entries: Sequence[CachedVector]) -> None:
+        """Add (or replace) embedding cache entries, in one transaction."""
+        now = time.time()
+        with self._writing() as conn:
+            conn.executemany(
+                "INSERT OR REPLACE INTO cache.embedding_cache(provider, model, hash, dims, vector, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)", [(e.provider, e.model, e.hash, len(e.vector) // 4, e.vector, now)
+                                               for e in entries])
 
     def provisional_paths(self, include_private: bool = True) -> list[str]:
         """Files whose chunks are still provisional (their exact chunks are owed)."""

@@ -60,7 +60,8 @@ from memfs.index.store import (
     StoredUnit,
     half,
 )
-from memfs.index.text import match_expression
+from memfs.index.rows import EMBEDDED, PENDING, PROVISIONAL_STATE, CachedVector, ChunkRow, FileRows
+from memfs.index.text import fts_body, match_expression
 from memfs.workspace import FileKind
 
 log = logging.getLogger(__name__)
@@ -241,6 +242,11 @@ class PgStore:
         with self._writing() as conn:
             conn.execute("INSERT INTO memfs.meta(tenant_id, key, value) VALUES (%s, 'generation', '0'), "
                          "(%s, 'content_generation', '0') ON CONFLICT DO NOTHING", (self.tenant, self.tenant))
+
+    @property
+    def location(self) -> str:
+        """Where the index is, to tell a person: the server and database (no password)."""
+        return f"{redacted(self.dsn)} (tenant {self.tenant})"
 
     def close(self) -> None:
         with self.lock:
@@ -609,6 +615,117 @@ class PgStore:
                          (new, kind, self.tenant, old))
             conn.execute("UPDATE memfs.chunks SET path = %s WHERE tenant_id = %s AND path = %s", (new, self.tenant, old))
         return True
+
+    # -- copying to and from another store (memfs.index.transfer) -----------------------------------
+
+    def export_files(self, paths: Sequence[str]) -> list[FileRows]:
+        """The rows of these files (those indexed), as they are: ids, states, vectors."""
+        wanted = list(paths)
+        if not wanted:
+            return []
+        with self.lock:
+            records = self.conn.execute(f"SELECT {_FILE_COLUMNS}, indexed_at FROM memfs.files WHERE tenant_id = %s "
+                                        "AND path = ANY (%s)", (self.tenant, wanted)).fetchall()
+            chunk_rows = self.conn.execute(
+                "SELECT chunk_id, path, start_line, end_line, hash, text, embedded, provisional, private, jsonl, "
+                "first_day, last_day, chat_id, chat_title, embedding FROM memfs.chunks WHERE tenant_id = %s "
+                "AND path = ANY (%s) ORDER BY chunk_id", (self.tenant, wanted)).fetchall()
+            ids = [int(r[0]) for r in chunk_rows]
+            unit_rows = self.conn.execute(f"SELECT {_UNIT_COLUMNS} FROM memfs.units WHERE tenant_id = %s "
+                                          "AND chunk_id = ANY (%s) ORDER BY unit_id",
+                                          (self.tenant, ids)).fetchall() if ids else []
+        chunks: dict[str, list[ChunkRow]] = {}
+        path_of: dict[int, str] = {}
+        for r in chunk_rows:
+            state = PROVISIONAL_STATE if r[7] else EMBEDDED if r[6] and r[14] is not None else PENDING
+            chunks.setdefault(r[1], []).append(ChunkRow(
+                int(r[0]), r[1], r[2], r[3], r[4], r[5], state, bool(r[8]), bool(r[9]), r[10], r[11], r[12], r[13],
+                None if r[14] is None or state != EMBEDDED else _float32(r[14])))
+            path_of[int(r[0])] = r[1]
+        units: dict[str, list[StoredUnit]] = {}
+        for r in unit_rows:
+            units.setdefault(path_of[int(r[1])], []).append(_unit(r))
+        order = {path: position for position, path in enumerate(wanted)}
+        return [FileRows(_file_record(r[:-1]), float(r[-1]), tuple(chunks.get(r[0], ())), tuple(units.get(r[0], ())))
+                for r in sorted(records, key=lambda r: order[r[0]])]
+
+    def import_files(self, files: Sequence[FileRows]) -> None:
+        """As :meth:`memfs.index.store.Store.import_files`: these files' rows, ids and vectors as
+        given, in one transaction, replacing what the tenant had of them; their postings and
+        statistics made from the chunks' text as indexing makes them."""
+        if not files:
+            return
+        if not self.sees_private and any(rows.record.private for rows in files):
+            raise PgError(f"role {self.conn.info.user} may not hold private rows (a shared-mode login): "
+                          "use the agent's own login")
+        paths = [rows.record.path for rows in files]
+        chunks = [c for rows in files for c in rows.chunks]
+        found = terms.tokenize([fts_body(c.text) for c in chunks])
+        with self.transaction() as conn:
+            self._take_ids(conn)
+            vec = self.has_vectors
+            for path in paths:
+                self._delete_chunks(conn, path)
+            conn.execute("DELETE FROM memfs.files WHERE tenant_id = %s AND path = ANY (%s)", (self.tenant, paths))
+            chunk_rows, postings = [], []
+            for chunk, counted in zip(chunks, found):
+                embedded = chunk.state == EMBEDDED and vec and chunk.vector is not None
+                provisional = chunk.state == PROVISIONAL_STATE
+                chunk_rows.append((self.tenant, chunk.id, chunk.path, chunk.start_line, chunk.end_line, chunk.hash,
+                                   chunk.text, embedded or provisional, provisional, chunk.private, chunk.jsonl,
+                                   chunk.first_day, chunk.last_day, chunk.chat_id, chunk.chat_title, counted.length,
+                                   np.frombuffer(chunk.vector, dtype=np.float32) if embedded else None))
+                postings.append((chunk.id, chunk.private, counted))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    "INSERT INTO memfs.chunks(tenant_id, chunk_id, path, start_line, end_line, hash, text, embedded, "
+                    "provisional, private, jsonl, first_day, last_day, chat_id, chat_title, length, embedding) "
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", chunk_rows)
+                cur.executemany(
+                    "INSERT INTO memfs.units(tenant_id, unit_id, chunk_id, start_line, end_line, hash, text, context, "
+                    "packed, reading, private) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(self.tenant, u.id, u.chunk_id, u.start_line, u.end_line, u.hash, u.text, u.context, u.vector,
+                      u.reading, rows.record.private) for rows in files for u in rows.units])
+                cur.executemany(
+                    "INSERT INTO memfs.files(tenant_id, path, kind, hash, mtime, size, chunks, error, indexed_at, "
+                    "private, warning, tail_hash, resume_line, resume_offset) VALUES (%s, %s, %s, %s, %s, %s, %s, "
+                    "%s, %s, %s, %s, %s, %s, %s)",
+                    [(self.tenant, r.path, r.kind, r.hash, r.mtime, r.size, r.chunks, r.error, rows.indexed_at,
+                      r.private, r.warning, r.tail_hash, r.resume_line, r.resume_offset)
+                     for rows in files for r in [rows.record]])
+            terms.add(conn, self.tenant, postings)
+
+    def cache_entries(self, provider: str, hashes: Iterable[str]) -> list[CachedVector]:
+        """The cached vectors of these text hashes made by ``provider`` (any model name): the
+        fleet's, and the tenant's own (private) ones."""
+        wanted = list(dict.fromkeys(hashes))
+        if not wanted:
+            return []
+        with self.lock:
+            rows = self.conn.execute(
+                "SELECT provider, model, hash, vector, false FROM memfs.embedding_cache WHERE provider = %s "
+                "AND hash = ANY (%s) UNION ALL SELECT provider, model, hash, vector, true FROM memfs.tenant_embeddings "
+                "WHERE tenant_id = %s AND provider = %s AND hash = ANY (%s)",
+                (provider, wanted, self.tenant, provider, wanted)).fetchall()
+        return [CachedVector(str(r[0]), str(r[1]), str(r[2]), _float32(r[3]), bool(r[4])) for r in rows]
+
+    def put_cache_entries(self, entries: Sequence[CachedVector]) -> None:
+        """Add cache entries in one transaction: a private one to the tenant's own cache, a public
+        one to the fleet's (where a vector already there stays: tenants add, never change)."""
+        if not self.sees_private and any(e.private for e in entries):
+            raise PgError(f"role {self.conn.info.user} may not hold private rows (a shared-mode login): "
+                          "use the agent's own login")
+        with self._writing() as conn, conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO memfs.tenant_embeddings(tenant_id, provider, model, hash, dims, vector, private) "
+                "VALUES (%s, %s, %s, %s, %s, %s, true) ON CONFLICT (tenant_id, provider, model, hash) "
+                "DO UPDATE SET vector = excluded.vector, dims = excluded.dims",
+                [(self.tenant, e.provider, e.model, e.hash, len(e.vector) // 4,
+                  np.frombuffer(e.vector, dtype=np.float32)) for e in entries if e.private])
+            cur.executemany(
+                "INSERT INTO memfs.embedding_cache(provider, model, hash, dims, vector) VALUES (%s, %s, %s, %s, %s) "
+                "ON CONFLICT DO NOTHING", [(e.provider, e.model, e.hash, len(e.vector) // 4,
+                                            np.frombuffer(e.vector, dtype=np.float32)) for e in entries if not e.private])
 
     # -- embeddings ----------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ from mounts import Mounted, memfs_cli, mount, unmount, wait_until  # noqa: E402
 from memfs.config import load_config  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
 from memfs.workspace import init_workspace, iter_memory_files  # noqa: E402
+from memfs.workspaceid import workspace_id  # noqa: E402
 
 BOUND_S = 5.0  # index.timeout_s's default: the longest a read may take to say the index is down
 SLACK_S = 3.0  # a loaded machine's scheduling on top of it
@@ -325,6 +326,7 @@ def test_bad_input_at_start_is_one_line(pg_server, pg_index, tmp_path: Path, dsn
 
     ws = tmp_path / "ws"
     init_workspace(ws)
+    workspace_id(ws)  # as a granted workspace has it: the DSN is what is wrong here
     made: list[str] = []
     if dsn_kind == "syntax":
         dsn = "host=127.0.0.1 password='sec ret"

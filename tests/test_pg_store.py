@@ -244,6 +244,28 @@ def test_search_file_on_a_mount_with_postgres(workspace: Path, mount_factory, pg
         assert conn.execute("SELECT count(*) FROM memfs.chunks WHERE path = 'memory/2026-04-01.md'").fetchone()[0] == 1
 
 
+def test_a_command_inside_a_mount_on_postgres_searches_the_mounts_index(workspace: Path, tmp_path: Path,
+                                                                      pg_index) -> None:
+    """A mount given its backend by the environment (MEMFS_PG_DSN): a command run inside it, from
+    a shell without that environment, is answered from the mount's index on the server, not from
+    an empty SQLite index of its own (a newcomer's agent found nothing and was told to index)."""
+    from mounts import Mounted, memfs_cli, unmount
+
+    mnt, state = tmp_path / "mnt", tmp_path / "state"
+    mnt.mkdir()
+    env = {"MEMFS_STATE_DIR": str(state), "MEMFS_INDEX_BACKEND": "postgres", "MEMFS_PG_DSN": pg_index(workspace, "main")}
+    out = memfs_cli("mount", str(workspace), str(mnt), env=env)
+    mounted = Mounted(workspace, mnt, state, "main", out.stdout + out.stderr)
+    try:
+        assert out.returncode == 0, out.stderr
+        write(mnt / "memory" / "2026-04-02.md", "- Adopted a second tortoise, Quillby.\n")
+        found = memfs_cli("search", "Quillby", env={"MEMFS_STATE_DIR": str(state)}, cwd=mnt / "memory")
+        assert found.returncode == 0 and "memory/2026-04-02.md" in found.stdout, found.stdout + found.stderr
+        assert not list(state.rglob("main.sqlite"))  # no SQLite index was made beside it
+    finally:
+        unmount(mounted)
+
+
 def test_a_big_write_is_provisional_then_exact_on_both(workspace: Path, make_config, pg_index) -> None:
     """A big write's keyword-only chunks (memfs.index.deferred), then its exact ones: the same
     answers from both backends at each step."""

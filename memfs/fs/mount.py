@@ -161,6 +161,19 @@ class Daemon:
         self.stop = trio.Event()  # set first when stopping, so the watcher's thread returns at once
         self.socket = SocketServer(self.memory, mountpoint, kind="mount")
 
+    def _recorded_settings(self) -> tuple[str, ...]:
+        """What a command run inside the mount must take from it: the flags it was started with,
+        and the settings it took from its environment (MEMFS_PG_DSN, MEMFS_INDEX_BACKEND, ...),
+        which a shell elsewhere does not have: without them, a command inside a mount on
+        PostgreSQL searched an empty SQLite index of its own.  The record is the user's own
+        (state folder, 0700), as the flags' DSN already was."""
+        given = [(str(k), v) for k, v in self.launch.get("overrides", ())]
+        named = {key for key, _ in given}
+        from_env = [(key, os.environ[name]) for key, source in self.cfg.sources.items()
+                    if "." in key and key not in named and source.startswith("env ")
+                    and (name := source.removeprefix("env ")) in os.environ]
+        return tuple(f"{k}={v}" for k, v in given + from_env)
+
     def _requests(self) -> bytes:
         """``.memfs/requests``: how many requests of each kind the kernel sent since the mount
         (reading this file adds its own lookup, open, read, flush and release)."""
@@ -288,8 +301,7 @@ class Daemon:
         record = pid_file(self.cfg.state_dir, self.mountpoint)
         make_private_dir(record.parent)
         info = MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace), self.cfg.agent, time.time(),
-                         self.cfg.mode, str(self.launch.get("config_file") or ""),
-                         tuple(f"{k}={v}" for k, v in self.launch.get("overrides", ())))
+                         self.cfg.mode, str(self.launch.get("config_file") or ""), self._recorded_settings())
         record.write_text(json.dumps(info.__dict__))
         log.info("mounted %s on %s (agent %s, %s mode)", self.cfg.workspace, self.mountpoint, self.cfg.agent,
                  self.cfg.mode)

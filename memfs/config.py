@@ -360,6 +360,13 @@ class Config(_Section):
                 for key, value in _walk(self)]
 
 
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
+    except OSError:
+        return False
+
+
 def without_password(dsn: str) -> str:
     """A DSN (key=value or URI form) with its password replaced by ``***``."""
     dsn = re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
@@ -522,6 +529,14 @@ def load_config(
             raise ConfigError(f"config file {path}: {exc}") from exc
         for key, value in _flatten(table):
             layers.set(key, value, f"file {path}")
+        secret = layers.values.get("index.dsn") if layers.sources.get("index.dsn") == f"file {path}" else None
+        if isinstance(secret, str) and without_password(secret) != secret and _inside(path, ws):
+            # Every agent reads the workspace (a shared mount shows this file, grep -r finds it):
+            # a login's password there hands any of them that login, private rows and all.
+            raise ConfigError(f"{path} holds a PostgreSQL password (index.dsn): every agent that reads the "
+                              "workspace could use that login; put the DSN in MEMFS_PG_DSN or in "
+                              "~/.config/memfs/config.toml (--config), and give the login a new password "
+                              "(`memfs pg grant` again)")
 
     known = _env_key_map()
     for name, key in sorted(known.items()):

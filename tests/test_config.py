@@ -75,3 +75,23 @@ def test_unknown_environment_settings_are_named(tmp_path: Path, caplog) -> None:
 def test_the_state_directory_may_not_sit_in_the_workspace(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="inside the workspace"):
         load_config(workspace=tmp_path, env={}, overrides=[("state_dir", str(tmp_path / ".state"))])
+
+
+def test_a_password_in_the_workspaces_memfs_toml_is_refused(tmp_path: Path) -> None:
+    # Every agent reading the workspace reads .memfs.toml (a shared mount shows it): a login's
+    # password there gave a shared agent the main login and MEMORY.md (found by the newcomer walk).
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    dsn = "host=127.0.0.1 dbname=memfs user=memfs_t1 password=s3cret-pw"
+    (ws / ".memfs.toml").write_text(f'[index]\nbackend = "postgres"\ndsn = "{dsn}"\n')
+    with pytest.raises(ConfigError, match=r"holds a PostgreSQL password") as refused:
+        load_config(workspace=ws, env={})
+    assert "s3cret-pw" not in str(refused.value)
+    (ws / ".memfs.toml").write_text('[index]\nbackend = "postgres"\ndsn = "postgresql://memfs_t1:s3cret-pw@db/memfs"\n')
+    with pytest.raises(ConfigError, match=r"holds a PostgreSQL password"):
+        load_config(workspace=ws, env={})
+    (ws / ".memfs.toml").write_text('[index]\nbackend = "postgres"\n')  # the DSN elsewhere: fine
+    outside = tmp_path / "config.toml"
+    outside.write_text(f'[index]\nbackend = "postgres"\ndsn = "{dsn}"\n')
+    assert load_config(workspace=ws, env={"MEMFS_PG_DSN": dsn}).index.dsn == dsn
+    assert load_config(workspace=ws, config_file=outside, env={}).index.dsn == dsn

@@ -144,6 +144,9 @@ def test_a_shared_mode_login_indexes_and_finds_only_public_rows(workspace: Path,
                    for r in shared.search("PRIVATE-MARKER-3319 safe code", min_score=0).results)
     finally:
         shared.close()
+    # The main mode on that login would answer as though MEMORY.md were empty: refused in one line.
+    with pytest.raises(IndexBusy, match="shared-mode login of agent main"):
+        Memory(make_config(workspace, index__backend="postgres", index__dsn=pg_index(workspace, "main", shared=True)))
 
 
 @pytest.mark.parametrize("settings,message", [

@@ -33,6 +33,14 @@ def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
             raise WorkspaceIdError(f"workspace {cfg.workspace} has no id ({ID_FILE}): `memfs pg grant --workspace "
                                    f"{cfg.workspace} --agent {cfg.agent}` writes it, or copy it from the host where "
                                    "this workspace was granted")
-        return PgStore(cfg.index.dsn, found, cfg.agent, cfg.index.timeout_s)
+        store = PgStore(cfg.index.dsn, found, cfg.agent, cfg.index.timeout_s)
     except (PgError, WorkspaceIdError) as exc:
         raise IndexUnavailable(f"index.backend = postgres: {exc}") from None
+    if cfg.mode == "main" and not store.sees_private:
+        # A shared-mode login cannot see private rows: the main mode on it would answer without
+        # MEMORY.md as though it were empty, and index private files nowhere.
+        store.close()
+        raise IndexUnavailable(f"index.backend = postgres: this DSN is the shared-mode login of agent {cfg.agent} "
+                               "(it cannot see private rows): the main mode needs the login `memfs pg grant` "
+                               "printed without --shared, or use --mode shared")
+    return store

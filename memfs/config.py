@@ -568,6 +568,11 @@ def load_config(
                           f"(from {cfg.sources.get('state_dir', 'default')}): put it elsewhere")
     if cfg.index.backend == "postgres":
         _check_postgres(cfg, env)
+    elif cfg.index.dsn or env.get("MEMFS_PG_DSN"):
+        # A DSN without the backend (forgotten): the index would be a new, empty SQLite one.
+        given = f"index.dsn (from {cfg.sources.get('index.dsn')})" if cfg.index.dsn else "MEMFS_PG_DSN"
+        log.warning("%s is set but index.backend is sqlite: this uses the local SQLite index, not the server "
+                    "(set index.backend = \"postgres\", or MEMFS_INDEX_BACKEND=postgres)", given)
     return cfg
 
 

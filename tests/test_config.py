@@ -95,3 +95,19 @@ def test_a_password_in_the_workspaces_memfs_toml_is_refused(tmp_path: Path) -> N
     outside.write_text(f'[index]\nbackend = "postgres"\ndsn = "{dsn}"\n')
     assert load_config(workspace=ws, env={"MEMFS_PG_DSN": dsn}).index.dsn == dsn
     assert load_config(workspace=ws, config_file=outside, env={}).index.dsn == dsn
+
+
+def test_a_dsn_without_the_postgres_backend_is_warned_of(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # Forgetting index.backend indexed into a new, empty SQLite index without a word.
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    dsn = "host=127.0.0.1 dbname=memfs user=memfs_t1 password=pw"
+    with caplog.at_level("WARNING", logger="memfs"):
+        load_config(workspace=ws, env={})
+        assert "index.backend is sqlite" not in caplog.text
+        load_config(workspace=ws, env={"MEMFS_PG_DSN": dsn})
+    assert "MEMFS_PG_DSN is set but index.backend is sqlite" in caplog.text and "pw" not in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="memfs"):
+        load_config(workspace=ws, env={}, overrides=[("index.dsn", dsn)])
+    assert "index.dsn (from flag index.dsn) is set but index.backend is sqlite" in caplog.text

@@ -280,6 +280,9 @@ def test_rotation_invalidates_the_old_password(fleet, tmp_path) -> None:
 def test_init_is_idempotent_and_versioned(fleet) -> None:
     again = _memfs("pg", "init", fleet["dsn"])
     assert again.returncode == 0 and "already current" in again.stdout, again
+    tenant = _memfs("pg", "init", fleet["a"])  # an agent's login can create and upgrade nothing
+    assert tenant.returncode == 1 and "does not own the memfs schema" in tenant.stderr, tenant
+    assert "already current" not in tenant.stdout and len(tenant.stderr.strip().splitlines()) == 1
     with psycopg.connect(fleet["dsn"], autocommit=True) as admin:
         versions = [r[0] for r in admin.execute("SELECT version FROM memfs.schema_version ORDER BY version")]
         assert versions == [number for number, _, _ in schema.MIGRATIONS]

@@ -377,6 +377,13 @@ def init(dsn: str) -> tuple[int, int, str]:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_KEY,))
                 before = version(conn)
+                if before and not conn.execute(
+                        "SELECT pg_has_role(current_user, nspowner, 'USAGE') FROM pg_namespace WHERE nspname = 'memfs'"
+                ).fetchone()[0]:
+                    # A tenant's login reads schema_version: "already current" would hide that it
+                    # could create or upgrade nothing.
+                    raise PgError(f"role {conn.info.user} does not own the memfs schema: `memfs pg init` takes the "
+                                  "admin DSN (the one the schema was created with), not an agent's login")
                 if before > LATEST:
                     raise PgError(f"the database's memfs schema is version {before}, newer than this memfs "
                                   f"knows ({LATEST}): upgrade memfs")

@@ -90,6 +90,8 @@ def test_another_agent_is_searched_only_with_a_grant(two: dict, admin: str) -> N
         assert "agents: a, b" in found.stdout
         assert "## 1. memory/2026-02-01.md#L" in found.stdout and "agent b · score" in found.stdout, found.stdout
         assert "Quillibet" in found.stdout
+        # b is of workspace B, a of A: b's citations are B's files, and the answer says so.
+        assert f"agent b is of another workspace (id {workspace_id(two['ws_b'])})" in found.stdout
         answer = json.loads(_search(two, "kayak Zephyrine lemon tree Quillibet", "a", "b", as_json=True).stdout)
         assert answer["agents"] == ["a", "b"]
         by_agent = {(r["agent"], r["path"]) for r in answer["results"]}

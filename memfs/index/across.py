@@ -87,6 +87,11 @@ def search_others(readers: Sequence[tuple[str, IndexStore]], own_store: IndexSto
             found = hybrid_search(store, query, vector, params, hides=hides)
         # Two agents of one workspace index the same files: a passage already shown is not repeated.
         same_files = getattr(store, "workspace", None) == own_workspace
+        if not same_files and found:
+            # The name was granted from another workspace (none of this one's agents has it, or
+            # its grant was revoked): its results cite that workspace's files, not this one's.
+            warnings.append(f"agent {agent} is of another workspace (id {getattr(store, 'workspace', '?')}): "
+                            "its results cite that workspace's files")
         shown = {(r.path, r.start_line, r.end_line) for r in merged} if same_files else set()
         merged += [_tagged(r, agent) for r in found if (r.path, r.start_line, r.end_line) not in shown]
     # Stable: on equal scores the caller's own results, then the agents in the order named.

@@ -97,6 +97,9 @@ def _offline_reason(store: PgStore, exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
     text = text.rsplit("failed: ", 1)[-1].replace("FATAL:  ", "").strip()
     text = text.removeprefix("index.backend = postgres: ").removeprefix(f"cannot connect to {redacted(store.dsn)}: ")
+    if "password authentication failed" in text:
+        # It will not answer again by itself: the login's password was rotated under the mount.
+        text += " (a new password from `memfs pg grant` takes effect when this mount or daemon starts again)"
     return f"the index is unavailable: PostgreSQL at {store._where()}: {text}"
 
 

@@ -163,14 +163,16 @@ class Daemon:
 
     def _recorded_settings(self) -> tuple[str, ...]:
         """What a command run inside the mount must take from it: the flags it was started with,
-        and the settings it took from its environment (MEMFS_PG_DSN, MEMFS_INDEX_BACKEND, ...),
-        which a shell elsewhere does not have: without them, a command inside a mount on
-        PostgreSQL searched an empty SQLite index of its own.  The record is the user's own
-        (state folder, 0700), as the flags' DSN already was."""
+        and the settings deciding answers that it took from its environment (MEMFS_PG_DSN,
+        MEMFS_INDEX_BACKEND, ...; not the mount's and daemons' own), which a shell elsewhere
+        lacks: without them, a command inside a mount on PostgreSQL searched an empty SQLite
+        index of its own.  The record is the user's own (state folder, 0700), as the flags'
+        DSN already was."""
         given = [(str(k), v) for k, v in self.launch.get("overrides", ())]
         named = {key for key, _ in given}
         from_env = [(key, os.environ[name]) for key, source in self.cfg.sources.items()
-                    if "." in key and key not in named and source.startswith("env ")
+                    if "." in key and not key.startswith(("mount.", "daemon.")) and key not in named
+                    and source.startswith("env ")
                     and (name := source.removeprefix("env ")) in os.environ]
         return tuple(f"{k}={v}" for k, v in given + from_env)
 

@@ -583,9 +583,6 @@ def _check_postgres(cfg: Config, env: typing.Mapping[str, str]) -> None:
     if not cfg.index.dsn and env.get("MEMFS_PG_DSN"):
         cfg.index.dsn = env["MEMFS_PG_DSN"]
         cfg.sources["index.dsn"] = "env MEMFS_PG_DSN"
-    if not cfg.index.dsn:
-        raise ConfigError("index.backend = postgres needs a DSN: set index.dsn (the one `memfs pg grant` printed) "
-                          "or MEMFS_PG_DSN")
     try:
         driver = importlib.util.find_spec("psycopg")
     except ValueError:  # imported as None: hidden on purpose

@@ -189,11 +189,11 @@ def test_a_move_that_cannot_work_is_refused_in_one_line(tmp_path: Path, state_di
 
     # Nothing to move yet.
     refused(_move(ws, state_dir, "postgres", dsn), "has no SQLite index for the agent 'main'")
-    # No server to move to (no DSN), or one refusing the password.
-    refused(memfs_cli("index", "--to", "postgres", "-w", str(ws), env=env), "needs a DSN")
     memory = _open(make_config, ws, "sqlite", dsn)
     memory.index()
     memory.close()
+    # No server to move to (no DSN), or one refusing the password.
+    refused(memfs_cli("index", "--to", "postgres", "-w", str(ws), env=env), "needs a DSN")
     wrong = dsn.replace("password=", "password=x")
     out = _move(ws, state_dir, "postgres", wrong)
     refused(out, "cannot connect")

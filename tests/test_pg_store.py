@@ -151,12 +151,27 @@ def test_a_shared_mode_login_indexes_and_finds_only_public_rows(workspace: Path,
 
 @pytest.mark.parametrize("settings,message", [
     ({"index.backend": "mysql"}, "index.backend = 'mysql': Input should be 'sqlite' or 'postgres'"),
-    ({"index.backend": "postgres"}, "index.backend = postgres needs a DSN: set index.dsn"),
 ])
 def test_backend_settings_are_checked(tmp_path: Path, settings: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(workspace=tmp_path, env={}, overrides=list(settings.items()))
     assert message in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_postgres_without_a_dsn_is_said_where_the_index_opens(tmp_path: Path, make_config) -> None:
+    """Not at load: `memfs config` (where one looks at settings) and `memfs init` still work."""
+    from mounts import memfs_cli
+
+    ws = tmp_path / "ws"
+    env = {"MEMFS_INDEX_BACKEND": "postgres", "MEMFS_STATE_DIR": str(tmp_path / "state")}
+    assert memfs_cli("init", str(ws), env=env).returncode == 0
+    shown = memfs_cli("config", "-w", str(ws), env=env)
+    assert shown.returncode == 0 and "index.backend" in shown.stdout, shown.stderr
+    searched = memfs_cli("search", "anything", "-w", str(ws), env=env)
+    assert searched.returncode == 1 and "index.backend = postgres needs a DSN: set index.dsn" in searched.stderr
+    assert len(searched.stderr.strip().splitlines()) == 1 and "Traceback" not in searched.stderr
+    with pytest.raises(IndexBusy, match="needs a DSN"):
+        Memory(make_config(ws, index__backend="postgres"))
 
 
 def test_the_dsn_may_come_from_the_environment(tmp_path: Path) -> None:

@@ -24,6 +24,11 @@ def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
     from memfs.index.pg.store import PgStore
     from memfs.workspaceid import ID_FILE, WorkspaceIdError, read_id
 
+    if not cfg.index.dsn:
+        # Said here, where the index is opened, not when settings load: `memfs config` (what one
+        # debugs settings with) and `memfs init` work without one.
+        raise IndexUnavailable("index.backend = postgres needs a DSN: set index.dsn (the one `memfs pg grant` "
+                               "printed) or MEMFS_PG_DSN")
     try:
         # Read, never made here: a tenant exists only for an id `memfs pg grant` wrote, so a new
         # one could match no login (a copy of the workspace, or one granted by id elsewhere,

@@ -521,7 +521,10 @@ def load_config(
             raise ConfigError(f"config file {path} does not exist")
         files = [path]
     else:
-        files = [p for p in config_file_candidates(ws) if p.is_file()][:1]
+        # The user's file first, the workspace's over it, setting by setting: a workspace that
+        # only makes a path private must not drop the user's index.backend and index.dsn (it
+        # used to replace the user's file, and commands searched an empty SQLite index).
+        files = [p for p in reversed(config_file_candidates(ws)) if p.is_file()]
     for path in files:
         try:
             table = tomllib.loads(path.read_text(encoding="utf-8"))

@@ -111,3 +111,19 @@ def test_a_dsn_without_the_postgres_backend_is_warned_of(tmp_path: Path, caplog:
     with caplog.at_level("WARNING", logger="memfs"):
         load_config(workspace=ws, env={}, overrides=[("index.dsn", dsn)])
     assert "index.dsn (from flag index.dsn) is set but index.backend is sqlite" in caplog.text
+
+
+def test_the_workspaces_file_is_laid_over_the_users_setting_by_setting(tmp_path: Path, monkeypatch) -> None:
+    # A workspace .memfs.toml that only makes a path private used to replace the user's file, and
+    # with it index.backend and index.dsn: commands searched an empty SQLite index (newcomer walk).
+    ws, xdg = tmp_path / "ws", tmp_path / "xdg"
+    ws.mkdir()
+    (xdg / "memfs").mkdir(parents=True)
+    (xdg / "memfs" / "config.toml").write_text('[search]\nmax_results = 9\nmin_score = 0.3\n')
+    (ws / ".memfs.toml").write_text('[search]\nmin_score = 0.6\n[privacy]\nprivate_paths = ["MEMORY.md", "notes"]\n')
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    cfg = load_config(workspace=ws, env={})
+    assert (cfg.search.max_results, cfg.search.min_score) == (9, 0.6)
+    assert cfg.privacy.private_paths == ["MEMORY.md", "notes"]
+    assert cfg.sources["search.max_results"].endswith("xdg/memfs/config.toml")
+    assert cfg.sources["search.min_score"].endswith("ws/.memfs.toml")

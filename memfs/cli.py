@@ -435,7 +435,14 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
         click.echo(f"moved {moved.files} files, {moved.chunks} chunks, {moved.units} units, {moved.vectors} vectors "
                    f"and {moved.cached} cached embeddings from {source} to {target} in {moved.seconds:.1f} s "
                    "(nothing embedded again)")
-    current = _config(opts).index.backend
+    # Its own reminder below says what the config's warning of a DSN without the backend would.
+    config_log = logging.getLogger("memfs.config")
+    level = config_log.level
+    config_log.setLevel(logging.ERROR)
+    try:
+        current = _config(opts).index.backend
+    finally:
+        config_log.setLevel(level)
     if current != to:
         click.echo(f'memfs uses the {current} index until index.backend = "{to}" is set', err=True)
 

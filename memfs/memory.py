@@ -599,7 +599,7 @@ class Memory:
                 readers, self.store, self.cfg.agent, results, query, embedding.result if embedding else None, params,
                 Privacy(self.cfg.privacy.private_paths, SHARED_MODE).is_private)
             warnings += more
-        note = self.backlog(pending).line()
+        note = self.backlog(pending, include_private=not privacy.shared).line()
         if chunking := self.store.provisional_paths(include_private=not privacy.shared):
             shown = ", ".join(chunking[:3]) + (f" and {len(chunking) - 3} more" if len(chunking) > 3 else "")
             owed = (f"{len(chunking)} big write{'s' if len(chunking) != 1 else ''} still being chunked ({shown}): "
@@ -636,9 +636,11 @@ class Memory:
             slept = True
         return round((time.monotonic() - began) * 1000, 1) if slept else 0.0
 
-    def backlog(self, pending: int | None = None) -> Backlog:
-        """What waits for vectors, at the embedding rate last measured (by any process)."""
-        return read_backlog(self.store, self.store.pending_count() if pending is None else pending)
+    def backlog(self, pending: int | None = None, include_private: bool = True) -> Backlog:
+        """What waits for vectors, at the embedding rate last measured (by any process);
+        ``include_private``: measured over every batch (the main mode's view), else over those
+        without private text (what a shared reader may be told)."""
+        return read_backlog(self.store, self.store.pending_count() if pending is None else pending, include_private)
 
     def _embed_query(self, query: str) -> np.ndarray | None:
         try:
@@ -872,7 +874,7 @@ class Memory:
             "mode": privacy.mode,
             "indexed": self.store.get_meta("reconciled_at") is not None,
             **counts,
-            **self._progress(counts),
+            **self._progress(counts, include_private=not privacy.shared),
             # Big writes keyword-indexed whose exact chunks are still being made (memfs.index.deferred).
             "provisional": [p for p in self.store.provisional_paths(include_private=not privacy.shared)
                             if not privacy.hides(p)],
@@ -898,9 +900,9 @@ class Memory:
                 info.pop(key)
         return info
 
-    def _progress(self, counts: dict[str, int]) -> dict[str, object]:
+    def _progress(self, counts: dict[str, int], include_private: bool) -> dict[str, object]:
         """How far embedding has got: the rate, the time left, whether a process embeds now."""
-        backlog = self.backlog(counts["pending"]).as_dict()
+        backlog = self.backlog(counts["pending"], include_private).as_dict()
         backlog.pop("pending")
         return {**backlog, "passages": counts["chunks"] + counts["units"]}
 

@@ -43,3 +43,21 @@ def test_memory_md_then_recent_days_then_the_last_written_first(workspace: Path,
 
     memory.embed_pending(limit=1)  # the chunk of the note written last (with its units), before the old day's
     assert waiting(memory, "memory/notes/ideas.md") == 0 and waiting(memory, old) == rest
+
+
+def test_the_main_mode_is_told_the_rate_of_private_text_being_embedded_and_a_shared_reader_is_not(
+        workspace: Path, make_memory) -> None:
+    # Session transcripts are private by default: a backlog of imported sessions was all private,
+    # the rate (kept from shared readers) never moved, and the main mode was told "nothing is
+    # embedding now" while it was (second newcomer walk).
+    for name in list(workspace.rglob("*.md")):
+        name.unlink()
+    write(workspace / "MEMORY.md", "".join(f"- Private fact {i}: the locker code is {1000 + i}.\n" for i in range(40)))
+    memory = make_memory(workspace)
+    memory.reconcile()
+    pending = memory.store.pending_count()
+    assert pending > 40
+    memory.embed_pending(limit=20)
+    main, shared = memory.backlog(include_private=True), memory.backlog(include_private=False)
+    assert main.rate > 0 and main.active and "should be done in" in main.line(), main
+    assert shared.rate == 0 and not shared.active  # nothing public was embedded: nothing to tell it

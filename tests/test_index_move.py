@@ -114,6 +114,8 @@ def test_move_in_and_back_answers_the_same_and_embeds_nothing(tmp_path: Path, st
     assert f"{counts['files']} files, {counts['chunks']} chunks" in moved.stdout
     assert _password(dsn) not in moved.stdout + moved.stderr
     assert "unavailable" not in moved.stderr and "Traceback" not in moved.stderr
+    # The README's own command gives the DSN with the backend still sqlite: only the reminder says so.
+    assert "index.backend is sqlite" not in moved.stderr and 'until index.backend = "postgres"' in moved.stderr
     assert 'until index.backend = "postgres" is set' in moved.stderr
 
     pg = _open(make_config, ws, "postgres", dsn)

@@ -16,7 +16,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
-RATE_KEY = "embed_rate"
+RATE_KEY = "embed_rate"  # over batches without private text: what a shared reader may be told
+# Over every batch: what the main mode is told.  Both are kept because the backlog of an import of
+# session transcripts (private by default) is all private: the public rate alone never moved, and
+# the main mode was told nothing was embedding while it was.
+RATE_KEY_ALL = "embed_rate_all"
 # A rate recorded longer ago than this means nobody is embedding now (a batch takes well under a
 # second with the local model, a few seconds with a remote server's large calls).
 ACTIVE_S = 30.0
@@ -77,9 +81,10 @@ class Backlog:
                 "seconds_left": None if left is None else round(left, 1)}
 
 
-def read(store: _Meta, pending: int) -> Backlog:
-    """The backlog of ``pending`` passages at the rate recorded in ``store``."""
-    raw = store.get_meta(RATE_KEY)
+def read(store: _Meta, pending: int, include_private: bool = False) -> Backlog:
+    """The backlog of ``pending`` passages at the rate recorded in ``store`` (``include_private``:
+    measured over every batch, for the main mode; else over batches without private text)."""
+    raw = (include_private and store.get_meta(RATE_KEY_ALL)) or store.get_meta(RATE_KEY)
     if not raw:
         return Backlog(pending)
     try:
@@ -92,9 +97,10 @@ def read(store: _Meta, pending: int) -> Backlog:
 class RateMeter:
     """Measures the embedding rate of one embedding loop and records it in the index."""
 
-    def __init__(self, store: _Meta) -> None:
+    def __init__(self, store: _Meta, key: str = RATE_KEY) -> None:
         self.store = store
-        previous = read(store, 0)
+        self.key = key
+        previous = read(store, 0, include_private=key == RATE_KEY_ALL)
         # A rate measured by an earlier run is a fair first guess (the same model, machine).
         self.rate = previous.rate
         self._batches: deque[tuple[float, int, float]] = deque()  # (when, passages, seconds)
@@ -113,4 +119,4 @@ class RateMeter:
         self.rate = sum(b[1] for b in self._batches) / sum(b[2] for b in self._batches)
         if now - self._recorded >= RECORD_EVERY_S:
             self._recorded = now
-            self.store.set_meta(RATE_KEY, json.dumps({"rate": round(self.rate, 3), "at": round(time.time(), 1)}))
+            self.store.set_meta(self.key, json.dumps({"rate": round(self.rate, 3), "at": round(time.time(), 1)}))

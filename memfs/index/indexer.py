@@ -35,7 +35,7 @@ from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
 from memfs.index import chunking, latechunks, readings
 from memfs.index.latechunks import read_as
-from memfs.index.backlog import RateMeter
+from memfs.index.backlog import RATE_KEY_ALL, RateMeter
 from memfs.index.embeddings import INPUT_TOKENS, Provider
 from memfs.index.messages import parse_jsonl, session_header
 from memfs.index.store import PROVISIONAL_HASH, FileRecord, Store, StoredChunk, StoredUnit
@@ -174,7 +174,8 @@ class Indexer:
         self.provider_source = provider
         self.identity_source = identity
         self.privacy = Privacy(cfg.privacy.private_paths, SHARED_MODE)
-        self.meter: RateMeter | None = None
+        self.meter: RateMeter | None = None  # batches without private text (what shared readers are told)
+        self.meter_all: RateMeter | None = None  # every batch (what the main mode is told)
 
     @property
     def provider(self) -> Provider | None:
@@ -416,6 +417,7 @@ class Indexer:
             return 0
         if self.meter is None or self.meter.store is not self.store:
             self.meter = RateMeter(self.store)
+            self.meter_all = RateMeter(self.store, RATE_KEY_ALL)
         done = 0
         budget = float("inf") if limit is None else float(limit)
         total = self.store.pending_count() if progress else 0  # a count of a large backlog costs
@@ -437,8 +439,10 @@ class Indexer:
                     budget -= embedded
                     # The rate a shared reader is told must not move with private text: batches
                     # holding any are left out of it.
+                    seconds = time.monotonic() - began
+                    self.meter_all.batch(embedded, seconds)
                     if not self.store.any_private([c.id for c in chunks] or [u.chunk_id for u in units]):
-                        self.meter.batch(embedded, time.monotonic() - began)
+                        self.meter.batch(embedded, seconds)
                     done += embedded
                     if progress:
                         progress(done, max(total, done))

@@ -27,7 +27,6 @@ import argparse
 import os
 import random
 import sys
-import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor

@@ -109,8 +109,11 @@ def test_a_tenant_store_sees_nothing_of_another(tmp_path: Path, make_config, pg_
         assert all(f.path in ("MEMORY.md", "memory/2026-02-01.md") or not f.path.startswith("memory/2026-02")
                    for f in store.files())
         # The right DSN for the wrong tenant: refused, in one line.
-        with pytest.raises(PgError, match="is not the login of agent 'main' of workspace"):
+        with pytest.raises(PgError, match="is not the login of agent 'main' of workspace .*: another workspace's DSN"):
             PgStore(pg_index(ws_a, "main"), workspace_id(ws_b), "main")
+        # A typo in the agent's name is named as one, not answered with how to grant a new tenant.
+        with pytest.raises(PgError, match=r"is not the login of agent 'mian' .*did you mean --agent main\?"):
+            PgStore(pg_index(ws_a, "main"), workspace_id(ws_a), "mian")
     finally:
         for memory in (a, b, b2):
             memory.close()

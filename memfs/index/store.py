@@ -891,7 +891,7 @@ class Store:
         # ``+rowid``: the candidates filter the full query's rows, they do not drive it (FTS5
         # would restart the query, and recount every phrase's rows for bm25, once a rowid).
         among = f" AND +f.rowid IN (SELECT rowid FROM {table} WHERE {table} MATCH ?)" if candidates else ""
-        join = f" JOIN chunks c ON c.id = f.rowid" if where else ""
+        join = " JOIN chunks c ON c.id = f.rowid" if where else ""
         scope = f" AND {where}" if where else ""
         sql = (f"SELECT f.rowid, bm25({table}) AS score FROM {table} f{join} WHERE {table} MATCH ?{among}{scope} "
                "ORDER BY score, f.rowid LIMIT ?")

@@ -235,8 +235,9 @@ class PgStore:
             raise PgError(f"cannot open the index at {redacted(self.dsn)}: {str(exc).strip().splitlines()[0]}") from None
         if row is None:
             user = self.conn.info.user
-            raise PgError(f"role {user} is not the login of agent {agent!r} of workspace {workspace}: use the DSN "
-                          f"`memfs pg grant --workspace WORKSPACE --agent {agent}` prints")
+            raise PgError(f"role {user} is not the login of agent {agent!r} of workspace {workspace}"
+                          f"{self._whose(workspace, agent)}: use the DSN `memfs pg grant --workspace WORKSPACE "
+                          f"--agent {agent}` prints")
         self.tenant = int(row[0])
         self.workspace = workspace
         self.sees_private = bool(row[1])
@@ -250,6 +251,24 @@ class PgStore:
     def location(self) -> str:
         """Where the index is, to tell a person: the server and database (no password)."""
         return f"{redacted(self.dsn)} (tenant {self.tenant})"
+
+    def _whose(self, workspace: uuid.UUID, agent: str) -> str:
+        """What the login is for, when it is not for (workspace, agent): a typo in --agent is then
+        named (``did you mean``), instead of sending the user to grant a new tenant."""
+        import psycopg
+
+        try:
+            rows = self.conn.execute(
+                "SELECT t.agent, t.workspace_id FROM memfs.tenants t JOIN memfs.access a ON a.tenant_id = t.tenant_id "
+                "AND a.role = current_user AND a.writes ORDER BY t.tenant_id").fetchall()
+        except psycopg.Error:
+            return ""
+        if not rows:
+            return ""
+        mine, ws = str(rows[0][0]), uuid.UUID(str(rows[0][1]))
+        if ws == workspace:
+            return f" (it is agent {mine!r}'s: did you mean --agent {mine}?)"
+        return f" (it is agent {mine!r}'s of workspace {ws}: another workspace's DSN, or a copy of its .memfs-id?)"
 
     def close(self) -> None:
         with self.lock:

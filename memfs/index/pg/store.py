@@ -137,20 +137,7 @@ class PgStore:
     backend = "postgres"
 
     def __init__(self, dsn: str, workspace: uuid.UUID, agent: str, timeout: float = CONNECT_TIMEOUT) -> None:
-        self.lock = threading.RLock()
-        self.outdated = False
-        self._has_vectors = False
-        self._vector_index = False  # the tenant's HNSW index is known to be there
-        self._grew = False  # a write added chunks or vectors: see whether the index is due
-        self._index_retry = 0.0
-        self.dsn = dsn
-        self.reader = False  # True: another tenant's public rows, read through a reader grant
-        self.timeout = timeout
-        self._conn = connect(dsn, timeout=timeout)
-        self._depth = 0  # transactions open on _conn (nested: savepoints)
-        self._retry_at = 0.0  # no reconnect before this (time.monotonic())
-        self._lost = ""  # why the last reconnect failed
-        self._closed = False
+        self._connect(dsn, timeout, reader=False)
         try:
             self._open(workspace, agent)
         except BaseException:
@@ -166,26 +153,33 @@ class PgStore:
         tenant this login may read; PgError naming the agent when it may read none (whether that
         agent exists is not told: without a grant a login cannot see its tenant)."""
         store = cls.__new__(cls)
-        store.lock = threading.RLock()
-        store.outdated = False
-        store._has_vectors = False
-        store._vector_index = True  # a reader never builds the owner's index (it cannot write)
-        store._grew = False
-        store._index_retry = 0.0
-        store.dsn = dsn
-        store.reader = True
-        store.timeout = timeout
-        store._conn = connect(dsn, timeout=timeout)
-        store._depth = 0
-        store._retry_at = 0.0
-        store._lost = ""
-        store._closed = False
+        store._connect(dsn, timeout, reader=True)
         try:
             store._open_reader(workspace, agent)
         except BaseException:
             store._conn.close()
             raise
         return store
+
+    def _connect(self, dsn: str, timeout: float, reader: bool) -> None:
+        """The state every store starts with, and its connection (one place for both the
+        tenant's own store and a reader's, so neither misses what the other gets)."""
+        self.lock = threading.RLock()
+        self.outdated = False
+        self._has_vectors = False
+        # The tenant's HNSW index is known to be there (a reader never builds the owner's: it
+        # cannot write); a write added chunks or vectors (see whether the index is due).
+        self._vector_index = reader
+        self._grew = False
+        self._index_retry = 0.0
+        self.dsn = dsn
+        self.reader = reader  # True: another tenant's public rows, read through a reader grant
+        self.timeout = timeout
+        self._depth = 0  # transactions open on _conn (nested: savepoints)
+        self._retry_at = 0.0  # no reconnect before this (time.monotonic())
+        self._lost = ""  # why the last reconnect failed
+        self._closed = False
+        self._conn = connect(dsn, timeout=timeout)
 
     def _open_reader(self, workspace: uuid.UUID, agent: str) -> None:
         import psycopg

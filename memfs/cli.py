@@ -115,6 +115,9 @@ def _config(opts: dict[str, Any], needs_workspace: bool = True) -> Config:
 
     opts = _options(opts)
     _setup_logging(opts["verbose"])
+    from memfs.workspace import warn_unknown_tz
+
+    warn_unknown_tz()
     try:
         cfg = resolve(Invocation.here(opts), needs_workspace)
     except InvocationError as exc:

@@ -153,6 +153,10 @@ def register(main: click.Group) -> None:
             if reader is not None:
                 other = _workspace_id(reader_workspace)[0] if reader_workspace else owner
                 tenant_id, roles = grant_reader(_dsn(dsn), owner, agent, other, reader, revoke)
+                if not roles:
+                    had = "had no grant to read" if revoke else "may already read"
+                    click.echo(f"{reader} {had} the public memory of {agent} (tenant {tenant_id}): nothing changed")
+                    return
                 verb = "may no longer read" if revoke else "may read"
                 click.echo(f"{reader} ({', '.join(roles)}) {verb} the public memory of {agent} (tenant {tenant_id})")
                 return

@@ -222,11 +222,23 @@ def _utf8(stream: object) -> bool:
         return False
 
 
+def _tz_in_doubt() -> bool:
+    """TZ is set and the C library took it as UTC: a typo it says nothing of, or a real UTC
+    spelled unusually.  Telling them apart needs zoneinfo, which this path does not import."""
+    if not os.environ.get("TZ"):
+        return False
+    import time
+
+    return not (time.timezone or time.daylight or time.tzname[0] in ("UTC", "GMT", "UCT", "Zulu"))
+
+
 def _answered(command: str, opts: dict[str, object], args: dict[str, object]) -> bool:
     """Ask the daemon that serves this command and print its answer; False: click answers it."""
     # click.echo rewraps a stream it finds misconfigured (ASCII): not ours to copy.
     if not (_utf8(sys.stdout) and _utf8(sys.stderr)):
         return False
+    if _tz_in_doubt():
+        return False  # click's path names a TZ this machine does not know (memfs.workspace.warn_unknown_tz)
     from memfs.serve.wire import Client, Invocation
 
     invocation = Invocation.here(opts)

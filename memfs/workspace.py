@@ -121,9 +121,10 @@ def daily_date(relpath: str) -> dt.date | None:
 
 
 @functools.cache
-def _check_tz_variable() -> None:
+def warn_unknown_tz() -> None:
     """The C library takes a TZ it does not know (a typo: America/New_Yrok) as UTC without a
-    word, and every "today" is then a UTC one: say so, once."""
+    word, and every "today" is then a UTC one: say so, once (every command asks, not only those
+    that date something: a search's --after and the context bundle's days depend on it too)."""
     value = os.environ.get("TZ", "")
     if not value or time.timezone or time.daylight or time.tzname[0] in ("UTC", "GMT", "UCT", "Zulu"):
         return
@@ -137,7 +138,7 @@ def _check_tz_variable() -> None:
 def timezone(name: str) -> dt.tzinfo:
     """A configured time zone name; empty means the machine's local zone."""
     if not name:
-        _check_tz_variable()
+        warn_unknown_tz()
         local = dt.datetime.now().astimezone().tzinfo
         assert local is not None
         return local

@@ -246,6 +246,9 @@ def test_reading_another_agent_needs_an_explicit_grant(fleet) -> None:
         assert "bravo" not in _everything(conn)
     result = _memfs("pg", "grant", "--workspace", ws, "--agent", "b", "--reader", "a", "--dsn", dsn)
     assert result.returncode == 0, result.stderr
+    assert "may read" in result.stdout and "nothing changed" not in result.stdout
+    again = _memfs("pg", "grant", "--workspace", ws, "--agent", "b", "--reader", "a", "--dsn", dsn)
+    assert again.returncode == 0 and "a may already read" in again.stdout and "nothing changed" in again.stdout
     try:
         with psycopg.connect(fleet["a"], autocommit=True) as conn:
             seen = _everything(conn)
@@ -258,8 +261,13 @@ def test_reading_another_agent_needs_an_explicit_grant(fleet) -> None:
     finally:
         result = _memfs("pg", "grant", "--workspace", ws, "--agent", "b", "--reader", "a", "--revoke", "--dsn", dsn)
         assert result.returncode == 0, result.stderr
+        assert "may no longer read" in result.stdout
     with psycopg.connect(fleet["a"], autocommit=True) as conn:
         assert "bravo" not in _everything(conn)
+    # A revoke of a grant that is not there says so rather than claiming a change (a newcomer's typo).
+    again = _memfs("pg", "grant", "--workspace", ws, "--agent", "b", "--reader", "a", "--revoke", "--dsn", dsn)
+    assert again.returncode == 0 and "a had no grant to read" in again.stdout, again.stdout
+    assert "may no longer read" not in again.stdout
 
 
 def test_rotation_invalidates_the_old_password(fleet, tmp_path) -> None:

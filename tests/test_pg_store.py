@@ -133,6 +133,22 @@ def test_shared_mode_on_postgres_hides_private_rows(workspace: Path, make_config
         memory.close()
 
 
+def test_the_shared_mode_on_a_main_login_is_warned_of(tmp_path: Path, workspace: Path, pg_index) -> None:
+    """It answers right, but the login itself could read MEMORY.md with psql: said on the terminal."""
+    from mounts import memfs_cli
+
+    env = {"MEMFS_INDEX_BACKEND": "postgres", "MEMFS_STATE_DIR": str(tmp_path / "state"),
+           "MEMFS_PG_DSN": pg_index(workspace, "main"), "MEMFS_NO_DAEMON": "1"}
+    shared = memfs_cli("status", "--mode", "shared", "-w", str(workspace), env=env)
+    assert shared.returncode == 0, shared.stderr
+    assert "index.dsn is the main login of agent main: it can read private rows" in shared.stderr
+    env["MEMFS_PG_DSN"] = pg_index(workspace, "main", shared=True)
+    right = memfs_cli("status", "--mode", "shared", "-w", str(workspace), env=env)
+    assert right.returncode == 0 and "main login" not in right.stderr, right.stderr
+    main = memfs_cli("status", "-w", str(workspace), env={**env, "MEMFS_PG_DSN": pg_index(workspace, "main")})
+    assert main.returncode == 0 and "main login" not in main.stderr, main.stderr
+
+
 def test_a_shared_mode_login_indexes_and_finds_only_public_rows(workspace: Path, make_config, pg_index) -> None:
     """A shared-mode mount on the agent's shared role: private files are not its to store."""
     write(workspace / "MEMORY.md", "# Memory\n\n- PRIVATE-MARKER-3319: the safe code is 4471.\n")

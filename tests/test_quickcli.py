@@ -288,3 +288,18 @@ def test_a_sync_message_goes_the_fast_path_and_to_click_when_no_daemon_answers(t
                            input=message % 3, capture_output=True, text=True, env=off, timeout=120)
     assert alone.returncode == 0 and "click" in imported(alone.stderr), alone.stderr
     assert '"stored": 1' in alone.stdout, alone.stdout
+
+
+def test_a_time_zone_this_machine_does_not_know_is_said_by_every_command(workspace: Path,
+                                                                         daemon: dict[str, str]) -> None:
+    """A TZ typo (the C library takes it as UTC without a word) is named by `memfs search` and
+    `memfs status` whether a daemon answers them or not; a real zone is not warned of."""
+    ws = str(workspace)
+    typo = {**daemon, "TZ": "America/New_Yrok"}
+    for env in (typo, {**typo, "MEMFS_NO_DAEMON": "1"}):
+        for args in (["search", "dentist"], ["status"]):
+            out = fast(*args, "-w", ws, env=env)
+            assert out.returncode == 0, out.stderr
+            assert "TZ=America/New_Yrok is not a time zone this machine knows" in out.stderr, (args, out.stderr)
+    fine = fast("search", "dentist", "-w", ws, env={**daemon, "TZ": "America/New_York"})
+    assert fine.returncode == 0 and "TZ=" not in fine.stderr, fine.stderr

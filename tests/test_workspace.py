@@ -58,7 +58,7 @@ def test_a_tz_the_machine_does_not_know_is_named_not_silently_taken_as_utc(monke
     for value, warned in (("America/New_Yrok", True), ("America/New_York", False), ("UTC", False)):
         monkeypatch.setenv("TZ", value)
         time.tzset()
-        workspace._check_tz_variable.cache_clear()
+        workspace.warn_unknown_tz.cache_clear()
         caplog.clear()
         workspace.timezone("")
         assert ("TZ=America/New_Yrok is not a time zone" in caplog.text) is warned, value

@@ -3,10 +3,15 @@ PostgreSQL (the tenant of this workspace's id and agent, :mod:`memfs.index.pg.st
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from memfs.config import Config
 from memfs.index.interface import IndexStore
+
+# Not this module's name: a shared-mode command quiets memfs.index's log (its per-file lines would
+# name private files), and this warning is for exactly that mode.
+log = logging.getLogger("memfs.config")
 
 
 class IndexUnavailable(RuntimeError):
@@ -48,4 +53,10 @@ def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
         raise IndexUnavailable(f"index.backend = postgres: this DSN is the shared-mode login of agent {cfg.agent} "
                                "(it cannot see private rows): the main mode needs the login `memfs pg grant` "
                                "printed without --shared, or use --mode shared")
+    if cfg.mode == "shared" and store.sees_private:
+        # It answers right (memfs filters private rows out), but the login itself reads them: an
+        # agent given this DSN could read MEMORY.md with psql.
+        log.warning("index.dsn is the main login of agent %s: it can read private rows (MEMORY.md) from the "
+                    "server; give shared-mode mounts and commands the login `memfs pg grant --shared` prints",
+                    cfg.agent)
     return store

@@ -114,7 +114,8 @@ def grant_login(dsn: str, workspace: uuid.UUID, agent: str, shared: bool = False
 def grant_reader(dsn: str, workspace: uuid.UUID, agent: str, reader_workspace: uuid.UUID, reader: str,
                  revoke: bool = False) -> tuple[int, list[str]]:
     """Let the roles of (reader_workspace, reader) read the public rows of (workspace, agent), or
-    stop letting them (``revoke``).  Returns the owner's tenant id and the roles changed."""
+    stop letting them (``revoke``).  Returns the owner's tenant id and the roles changed: none when
+    the grant was already there (or, revoking, was never made)."""
     with connect(dsn) as conn:
         _ready(conn)
         with conn.transaction():
@@ -131,11 +132,15 @@ def grant_reader(dsn: str, workspace: uuid.UUID, agent: str, reader_workspace: u
                 raise PgError("an agent always reads its own memory: name another agent with --reader")
             roles = [r for r in (these.login_role(other), these.login_role(other, shared=True))
                      if _role_exists(conn, r)]
+            changed = []
             for role in roles:
                 if revoke:
-                    conn.execute("DELETE FROM memfs.access WHERE role = %s AND tenant_id = %s", (role, owner))
+                    done = conn.execute("DELETE FROM memfs.access WHERE role = %s AND tenant_id = %s",
+                                        (role, owner))
                 else:
-                    conn.execute("INSERT INTO memfs.access(role, tenant_id, private, writes) "
-                                 "VALUES (%s, %s, false, false) ON CONFLICT (role, tenant_id) DO NOTHING",
-                                 (role, owner))
-    return owner, roles
+                    done = conn.execute("INSERT INTO memfs.access(role, tenant_id, private, writes) "
+                                        "VALUES (%s, %s, false, false) ON CONFLICT (role, tenant_id) DO NOTHING",
+                                        (role, owner))
+                if done.rowcount:
+                    changed.append(role)
+    return owner, changed

@@ -402,8 +402,11 @@ class Memory:
         before this offset was written since its last version (see History.changed).  ``defer``:
         a big write gets its keyword rows only (Outcome.provisional; :meth:`complete` does the
         rest, see :mod:`memfs.index.deferred`)."""
-        self._after_change(lambda history: history.changed(rel, who, appended_from), rel)
-        return self._index_changed(rel, threshold(self.cfg.index.defer_mb) if defer else None)
+        # Under the path's lock: a watcher in this process that sees the write before its writer
+        # got here waits, then finds the version kept already (not one of its own, "via watcher").
+        with self._indexing.held(rel):
+            self._after_change(lambda history: history.changed(rel, who, appended_from), rel)
+            return self._index_changed(rel, threshold(self.cfg.index.defer_mb) if defer else None)
 
     def _index_changed(self, rel: str, defer_over: int | None = None) -> Outcome:
         with self._indexing.held(rel):
@@ -803,11 +806,12 @@ class Memory:
             moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(timezone(self.cfg.bundle.timezone))
             rel = f"memory/{moment.date().isoformat()}.md"
             text = notes.daily_entry(text, moment)
-        if not privacy.hides(rel):
-            self.before_change(rel)
-        notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable),
-                     create_section)
-        self.file_changed(rel, who)
+        with self._indexing.held(rel):  # the write and its version as one, for a watcher (file_changed)
+            if not privacy.hides(rel):
+                self.before_change(rel)
+            notes.append(self.cfg.workspace, rel, text, section, privacy, tuple(self.cfg.privacy.shared_writable),
+                         create_section)
+            self.file_changed(rel, who)
         return rel
 
     def bundle(self, mode: str, now: dt.datetime | None = None, viewer: str | None = None) -> str:

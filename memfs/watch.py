@@ -22,6 +22,7 @@ from memfs.mounttable import OtherMounts
 from memfs.workspace import is_memory
 
 log = logging.getLogger(__name__)
+RETRIES = 20  # tries of a path whose indexing failed, one per wake of the watch (at least every 0.5 s)
 
 # Called with (workspace-relative path, exists now) for every change, memory file or not.
 OnChange = Callable[[str, bool], Awaitable[None]]
@@ -106,9 +107,15 @@ async def _watch(memory: Memory, kick: Callable[[], None], stop: trio.Event, on_
         history.written_elsewhere = lambda rel: others.writing(workspace / rel)
     # rust_timeout: the watching thread returns at least this often (ms), so a stop that comes
     # without ``stop`` being set (a cancelled nursery) waits no longer than this for it.
+    # Paths whose indexing failed for a moment (an index locked past its busy timeout by a long
+    # write on a loaded machine): tried again at the next wake, which comes at least every
+    # rust_timeout, rather than left unindexed until they change again.
+    failed: dict[str, int] = {}
     async for changes in watchfiles.awatch(workspace, debounce=50, step=20, stop_event=stop, rust_timeout=500,
-                                           recursive=True, ignore_permission_denied=True):
-        paths = sorted({rel for _, raw in changes if (rel := _relative(workspace, raw))})
+                                           recursive=True, ignore_permission_denied=True, yield_on_timeout=True):
+        paths = sorted({rel for _, raw in changes if (rel := _relative(workspace, raw))} | failed.keys())
+        if not paths:
+            continue
         embed = False
         for rel in paths:
             try:
@@ -131,8 +138,15 @@ async def _watch(memory: Memory, kick: Callable[[], None], stop: trio.Event, on_
             log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
             try:
                 await trio.to_thread.run_sync(_reindex, memory, rel, is_own)
+                failed.pop(rel, None)
             except Exception as exc:  # one bad moment (a locked index, a vanished file) must not end the watch
-                log.warning("watch: could not index %s now (%s); the next change or mount picks it up", rel, exc)
+                tries = failed.pop(rel, 0) + 1
+                if tries < RETRIES:
+                    failed[rel] = tries
+                    log.info("watch: could not index %s now (%s); trying again", rel, exc)
+                else:
+                    log.warning("watch: could not index %s (%s, %d tries); the next change or mount picks it up",
+                                rel, exc, tries)
             embed = True
             if on_change is not None:
                 await on_change(rel, exists)

@@ -177,6 +177,30 @@ def test_serve_keeps_the_index_current_and_stops_promptly(tmp_path: Path, worksp
     assert after.returncode == 0 and "answered in this process" in after.stderr
 
 
+def test_a_change_the_watcher_could_not_index_at_once_is_indexed_when_it_can(tmp_path: Path, workspace: Path,
+                                                                            served: subprocess.Popen) -> None:
+    """An index locked past its busy timeout (a long write on a loaded machine) failed the
+    watcher's indexing of a change, and the file stayed unindexed until it changed again."""
+    import apsw
+
+    env = base_env(tmp_path)
+    holder = apsw.Connection(str(next((tmp_path / "state").glob("workspaces/*/main.sqlite"))))
+    holder.setbusytimeout(60_000)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        write(workspace / "memory" / "2026-11-21.md", "## 10:00\nThe gondola to Zermatt leaves at dawn.\n")
+        time.sleep(12)  # past the index's busy timeout (10 s): the watcher's first try fails
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    deadline = time.monotonic() + 30
+    found = ""
+    while time.monotonic() < deadline and "2026-11-21.md" not in found:
+        found = run("search", "gondola Zermatt", "-w", str(workspace), env=env).stdout
+        time.sleep(0.2)
+    assert "memory/2026-11-21.md#L" in found
+
+
 def test_sync_says_what_it_did_and_errors_once(tmp_path: Path, workspace: Path) -> None:
     env = {**base_env(tmp_path), "MEMFS_EMBEDDING_PROVIDER": "none"}
     first = run("sync", "-w", str(workspace), env=env, input=SYNC_MESSAGE)

@@ -157,6 +157,35 @@ def test_a_change_read_while_another_mount_writes_the_file_waits_for_that_mount(
     assert [v.size for v in memory.versions().list(rel)] == [11, 17]
 
 
+def test_a_watcher_in_the_same_process_never_takes_an_append_as_its_own(workspace: Path, make_memory) -> None:
+    """memfs serve appends for an MCP server or the CLI, and its own watcher sees the file change:
+    the version must name the writer, not "watcher" (a race seen in CI under load)."""
+    import threading
+
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    who = Provenance("mcp", 1000, 4242, "python3")
+    done = threading.Event()
+    rels: list[str] = []
+
+    def watcher() -> None:  # what the daemon's watcher does at every change event, as fast as it can
+        while not done.is_set():
+            if rels:
+                memory.file_changed(rels[0])
+
+    thread = threading.Thread(target=watcher)
+    rels.append(memory.append("first entry", who=who))
+    thread.start()
+    try:
+        for i in range(40):
+            memory.append(f"entry {i} of the race", who=who)
+    finally:
+        done.set()
+        thread.join()
+    listed = memory.versions().list(rels[0])
+    assert len(listed) == 41 and all(v.via == "mcp" for v in listed), [(v.via, v.size) for v in listed]
+
+
 def test_a_shared_reader_sees_no_history_of_private_files(workspace: Path, make_memory) -> None:
     memory = make_memory(workspace, embedding__provider="none")
     write(workspace / "memory" / "2026-11-22.md", "- public note\n")

@@ -165,3 +165,34 @@ def test_a_server_that_answers_with_a_refusal_is_never_searched(tmp_path: Path, 
 def _files_of(dsn: str) -> list[tuple[str, str]]:
     with psycopg.connect(dsn) as conn:
         return sorted(conn.execute("SELECT path, hash FROM memfs.files").fetchall())
+
+
+def test_a_shared_mount_started_while_down_shows_no_private_text(tmp_path: Path, own_server, admin_of) -> None:
+    """A shared-mode mount (its shared-mode login) started while the server is down: before the
+    tenant is known and after, MEMORY.md is neither listed, read, searched nor named as owed."""
+    import pg
+
+    ws = tmp_path / "ws"
+    init_workspace(ws)
+    write(ws / "MEMORY.md", "# Memory\n\n- PRIVATE-WOMBAT: the key is under the stone.\n")
+    dsn = admin_of(ws, "main", True)
+    pg.stop(own_server)
+    mounted = mount(ws, tmp_path / "mnt", tmp_path / "state", "main", "--mode", "shared", *_pg_args(dsn))
+    try:
+        mnt = mounted.mnt
+        assert "warning: the index is unavailable" in mounted.output, mounted.output
+        assert "MEMORY.md" not in [p.name for p in mnt.iterdir()]
+        with pytest.raises(OSError):
+            (mnt / "MEMORY.md").read_text()
+        (mnt / "memory" / "2026-07-06.md").write_text("# 2026-07-06\n\n- PUBLIC-WOMBAT crossed the road.\n")
+        write(ws / "MEMORY.md", "# Memory\n\n- PRIVATE-WOMBAT: the key is under the stone, and PUBLIC-WOMBAT.\n")
+        assert "MEMORY.md" not in (mnt / ".memfs" / "status").read_text()
+        pg.start(own_server)
+        assert wait_until(lambda: "memory/2026-07-06.md" in (mnt / "search" / "PUBLIC-WOMBAT.md").read_text(),
+                          timeout=60, step=0.2), (mnt / "search" / "PUBLIC-WOMBAT.md").read_text()
+        for query in ("PUBLIC-WOMBAT", "PRIVATE-WOMBAT", "key under the stone"):
+            text = (mnt / "search" / f"{query}.md").read_text()
+            assert "MEMORY.md" not in text and "the key is" not in text, text  # (the query is echoed)
+        assert "MEMORY.md" not in (mnt / ".memfs" / "status").read_text()
+    finally:
+        unmount(mounted)

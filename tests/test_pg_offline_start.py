@@ -100,8 +100,9 @@ def test_a_mount_starts_while_the_server_is_down(tmp_path: Path, own_server, adm
         assert out.returncode == 0, out.stderr
         assert [r["path"] for r in json.loads(out.stdout)["results"]][:1] == ["memory/2026-07-03.md"], out.stdout
         # The backlog is embedded too, and the status says nothing is unavailable any more.
-        assert wait_until(lambda: "pending:    0" in (status := (mnt / ".memfs" / "status").read_text())
-                          and "unavailable" not in status, timeout=120, step=0.5), (mnt / ".memfs" / "status").read_text()
+        status = mnt / ".memfs" / "status"
+        assert wait_until(lambda: "pending:    0 " in (text := status.read_text()) and "unavailable" not in text,
+                          timeout=120, step=0.5), status.read_text()
     finally:
         unmount(mounted)
     assert not (tmp_path / "mnt").is_mount()

@@ -30,7 +30,8 @@ class PgUnreachable(PgError):
 # What a server says while it cannot take connections for now: not a refusal of this login.
 _TRANSIENT = ("the database system is starting up", "the database system is shutting down",
               "the database system is in recovery mode", "the database system is not yet accepting connections",
-              "the database system is not accepting connections")
+              "the database system is not accepting connections", "too many clients already",
+              "remaining connection slots are reserved")
 
 
 def _driver() -> object:

@@ -218,7 +218,7 @@ class PgStore:
         self._lost = ""  # why the last reconnect failed
         self._closed = False
         self._pending: tuple[uuid.UUID, str] | None = None  # of a store not opened yet (_open_later)
-        self._conn = _UNOPENED
+        self._conn = _UNOPENED  # until connect returns: a store made without its server has this one
         self._conn = connect(dsn, timeout=timeout)
 
     def _open_reader(self, workspace: uuid.UUID, agent: str) -> None:
@@ -287,8 +287,8 @@ class PgStore:
     @property
     def location(self) -> str:
         """Where the index is, to tell a person: the server and database (no password)."""
-        tenant = self.__dict__.get("tenant")
-        return f"{redacted(self.dsn)} (tenant {'not known yet: its server has not answered' if tenant is None else tenant})"
+        tenant = self.__dict__.get("tenant", "not known yet: its server has not answered")
+        return f"{redacted(self.dsn)} (tenant {tenant})"
 
     def _whose(self, workspace: uuid.UUID, agent: str) -> str:
         """What the login is for, when it is not for (workspace, agent): a typo in --agent is then
@@ -376,8 +376,8 @@ class PgStore:
             self._conn = _UNOPENED
             reason = str(exc) if isinstance(exc, IndexOffline) else _offline_reason(self, exc)
             if not lost and reason != self._lost:
-                log.error("%s: this mount does not use the index until that is fixed (its files are served and "
-                          "written as ever; searches say the index is unavailable)", reason)
+                log.error("%s: the index is not used until that is fixed (the files are served and written as "
+                          "ever; searches say the index is unavailable, and why)", reason)
             self._lost = reason
             self._retry_at = time.monotonic() + (RETRY_S if lost else REFUSED_RETRY_S)
             raise IndexOffline(reason) from None

@@ -674,8 +674,10 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
 
             try:
                 daemon = lifecycle.Daemon(cfg, target, launch)
-            except IndexBusy as exc:  # e.g. its PostgreSQL cannot be reached: one line, no traceback
+            except IndexBusy as exc:  # e.g. its PostgreSQL refuses this login: one line, no traceback
                 raise click.ClickException(str(exc)) from None
+            if daemon.memory.outage.reason:
+                click.echo(_starts_offline(daemon.memory.outage.reason), err=True)
             daemon.run()
             return
         # -P: the daemon runs the memfs this command runs, never a `memfs` folder where the
@@ -690,8 +692,33 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
         pid = lifecycle.start_background(cfg, target, argv)
     except lifecycle.MountError as exc:
         raise click.ClickException(str(exc)) from None
+    if cfg.index.backend == "postgres" and (reason := _mount_index_unavailable(cfg, target)):
+        click.echo(_starts_offline(reason), err=True)
     click.echo(f"mounted {cfg.workspace} on {target} (agent {cfg.agent}, {cfg.mode} mode, pid {pid}); "
                f"log: {lifecycle.log_file(cfg.state_dir, target)}")
+
+
+def _starts_offline(reason: str) -> str:
+    """What `memfs mount` says of a mount started while its index's server could not be reached."""
+    return (f"warning: {reason}: the mount starts all the same (files are read and written as ever; searches say "
+            "the index is unavailable) and the index catches up with the files when the server answers")
+
+
+def _mount_index_unavailable(cfg: Config, target: Path) -> str:
+    """Why the index of the mount just started at ``target`` is unavailable ("" when it is not),
+    as its own .memfs/status says it (a read bounded by index.timeout_s, like any)."""
+    from memfs.fs.virtual import META, STATUS
+
+    folder = target / (cfg.mount.virtual_prefix or META)
+    try:
+        text = (folder / STATUS).read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key == "index" and value.strip().startswith("the index is unavailable"):
+            return value.strip()
+    return ""
 
 
 @main.command()

@@ -140,8 +140,13 @@ class NotAllowed(PermissionError):
 
 
 class Memory:
-    def __init__(self, cfg: Config, provider: Provider | None = None) -> None:
+    def __init__(self, cfg: Config, provider: Provider | None = None, offline_start: bool = False) -> None:
+        """``offline_start`` (a mount): an index whose server cannot be reached now does not stop
+        it: the files are served and written, reads say the index is unavailable, and the checks
+        below run when the server answers, before the catch-up reconciles (:meth:`_catch_up`)."""
         self.cfg = cfg
+        self._offline_start = offline_start
+        self._unchecked = False  # the index's checks wait for its server (started while it was away)
         self.started = time.time()
         self._provider = provider
         self.provider_error = ""
@@ -158,11 +163,12 @@ class Memory:
         # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
         # (An index on PostgreSQL is another index than the SQLite file of the same name: its own lock.)
         held = str(self.paths.index) + (".pg" if cfg.index.backend == "postgres" else "")
+        self._setup = held + ".setup"
         self._using = open(held + ".lock", "a")
-        with open(held + ".setup", "a") as setup:
+        with open(self._setup, "a") as setup:
             fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
             try:
-                self.store: IndexStore = open_store(cfg, self.paths.index, self.paths.cache)
+                self.store: IndexStore = open_store(cfg, self.paths.index, self.paths.cache, wait=offline_start)
             except IndexUnavailable as exc:
                 self._using.close()
                 raise IndexBusy(str(exc)) from None
@@ -172,19 +178,43 @@ class Memory:
                 lambda fresh, known, shared: claims(fresh, known, shared, self.privacy(SHARED_MODE).is_private)))
             self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
             # A server that goes away later (PostgreSQL): writes stand, their indexing is owed.
-            self.outage = Outage(lambda: self.store.generation, self.reconcile_index, self.embed_pending)
-            if self.store.outdated:
-                log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
-                            self.paths.index)
-                try:
-                    self.rebuild()
-                except IndexBusy:
-                    raise IndexBusy(f"{self.paths.index} was made by an earlier memfs and is in use by its running "
-                                    "mount: unmount it (`memfs umount MOUNTPOINT`) and mount again, and this "
-                                    "command works") from None
-            self._check_fingerprint()
-            self._check_workspace()
+            self.outage = Outage(lambda: self.store.generation, self._catch_up, self.embed_pending)
+            try:
+                self._check_index()
+            except IndexOffline as exc:
+                if not offline_start:
+                    self.store.close()
+                    self._using.close()
+                    raise IndexBusy(str(exc)) from None
+                # Started while the index's server is away: as an outage that began now.
+                self._unchecked = True
+                self.outage.down(exc)
             fcntl.flock(self._using, fcntl.LOCK_SH)
+
+    def _check_index(self) -> None:
+        """Before the index answers: rebuilt if an earlier memfs made it or other settings built
+        it, and (SQLite) its workspace checked.  IndexOffline: its server is away."""
+        if self.store.outdated:
+            log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
+                        self.paths.index)
+            try:
+                self.rebuild()
+            except IndexBusy:
+                raise IndexBusy(f"{self.paths.index} was made by an earlier memfs and is in use by its running "
+                                "mount: unmount it (`memfs umount MOUNTPOINT`) and mount again, and this "
+                                "command works") from None
+        self._check_fingerprint()
+        self._check_workspace()
+
+    def _catch_up(self) -> list[Outcome]:
+        """The index's server answers again (:mod:`memfs.index.outage`): the checks a start
+        while it was away put off, then the index reconciled with the files."""
+        if self._unchecked:
+            with open(self._setup, "a") as setup:
+                fcntl.flock(setup, fcntl.LOCK_EX)
+                self._check_index()
+            self._unchecked = False
+        return self.reconcile_index()
 
     def set_privacy(self, settings: PrivacyConfig) -> None:
         """New privacy settings (the workspace's .memfs.toml changed under a running mount)."""
@@ -356,8 +386,16 @@ class Memory:
         if self.history is not None:
             self.history.reconcile(iter_memory_files(self.cfg))
             self.history.prune()
+        if self._unchecked:
+            return []  # started while the index's server was away: its catch-up reconciles, once checked
         # Writes may be indexed meanwhile (a daemon, `memfs index` beside a mount): each path's lock.
-        return self.indexer.reconcile(progress, hold=self._indexing.held)
+        try:
+            return self.indexer.reconcile(progress, hold=self._indexing.held)
+        except IndexOffline as exc:
+            if not self._offline_start:
+                raise
+            self.outage.down(exc)  # a mount's start or rescan: the catch-up reconciles when it answers
+            return []
 
     @property
     def history(self) -> History | None:
@@ -441,8 +479,13 @@ class Memory:
         return self.indexer.reconcile(hold=self._indexing.held)
 
     def provisional_paths(self) -> list[str]:
-        """Files whose exact chunks are still owed (see :mod:`memfs.index.deferred`)."""
-        return self.store.provisional_paths()
+        """Files whose exact chunks are still owed (see :mod:`memfs.index.deferred`); none while
+        the index's server is away (the catch-up's reconcile completes them)."""
+        try:
+            return self.store.provisional_paths()
+        except IndexOffline as exc:
+            self.outage.down(exc)
+            return []
 
     def file_removed(self, rel: str) -> bool:
         try:

@@ -266,3 +266,14 @@ def pg_server():
 
     with throwaway_server() as server:
         yield server
+
+
+@pytest.fixture
+def own_server():
+    """A PostgreSQL server of this test's own, which it may stop and start (the session's is shared)."""
+    from pg import throwaway_server
+
+    if os.environ.get("MEMFS_PG_DSN"):
+        pytest.skip("MEMFS_PG_DSN names a server these tests may not stop")
+    with throwaway_server() as server:
+        yield server

@@ -5,6 +5,7 @@ once (no lost or duplicated rows, reconcile idempotent)."""
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -25,17 +26,6 @@ from memfs.workspaceid import workspace_id  # noqa: E402
 
 BOUND_S = 5.0  # index.timeout_s's default: the longest a read may take to say the index is down
 SLACK_S = 3.0  # a loaded machine's scheduling on top of it
-
-
-@pytest.fixture
-def own_server():
-    """A server of this test's own, which it may stop and start (the session's is shared)."""
-    import pg
-
-    if os.environ.get("MEMFS_PG_DSN"):
-        pytest.skip("MEMFS_PG_DSN names a server these tests may not stop")
-    with pg.throwaway_server() as server:
-        yield server
 
 
 @pytest.fixture
@@ -209,7 +199,13 @@ def test_a_memory_reconnects_after_a_restart(tmp_path: Path, own_server, own_ind
         assert main["index_unavailable"].startswith("the index is unavailable: PostgreSQL at 127.0.0.1:"), main
         assert main["owed"] == ["MEMORY.md", "memory/2026-06-05.md"], main
         assert shared["owed"] == ["memory/2026-06-05.md"] and "MEMORY.md" not in repr(shared), shared
+        # A sync message while it is down: stored (the files' own ids dedup it), its day file owed.
+        message = json.dumps({"id": "m-down-1", "chatId": "c", "chatTitle": "t", "role": "user",
+                              "content": "Spotted an Osprey.", "timestamp": 1780000000000}).encode()
+        assert memory.ingest_sync(message).stored == 1
+        assert memory.ingest_sync(message).duplicates == 1
         pg.start(own_server)
+        assert wait_until(lambda: [r.path for r in memory.search("Osprey").results] != [], timeout=30, step=0.2)
         assert wait_until(lambda: [r.path for r in memory.search("Kingfisher").results] == ["memory/2026-06-05.md"],
                           timeout=30, step=0.2)
         assert [r.path for r in memory.search("Heron").results] == ["memory/2026-06-04.md"]

@@ -148,7 +148,8 @@ class Daemon:
         self.cfg = cfg
         self.launch = launch or {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode}
         self.mountpoint = mountpoint
-        self.memory = Memory(cfg)
+        # Files are the truth: a mount starts while its index's server is away, and catches up.
+        self.memory = Memory(cfg, offline_start=True)
         self.writes = MemoryWrites(self.memory)
         virtual = VirtualTree(self.memory, str(mountpoint), cfg.mode, cfg.mount.virtual_prefix)
         self.ops = MemfsOperations(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,

@@ -19,8 +19,11 @@ class IndexUnavailable(RuntimeError):
     pgvector or the schema, or a workspace without an id): said in one line."""
 
 
-def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
-    """The store ``cfg`` asks for; IndexUnavailable saying why there is none."""
+def open_store(cfg: Config, index: Path, cache: Path, wait: bool = False) -> IndexStore:
+    """The store ``cfg`` asks for; IndexUnavailable saying why there is none.  ``wait`` (a
+    mount): a PostgreSQL server that cannot be reached now gives a store not opened yet, whose
+    every call says IndexOffline until its server answers (:class:`memfs.index.pg.store.PgStore`);
+    what the server answers (a refused login, no schema) is an error all the same."""
     if cfg.index.backend != "postgres":
         from memfs.index.store import Store
 
@@ -43,19 +46,17 @@ def open_store(cfg: Config, index: Path, cache: Path) -> IndexStore:
             raise WorkspaceIdError(f"workspace {cfg.workspace} has no id ({ID_FILE}): `memfs pg grant --workspace "
                                    f"{cfg.workspace} --agent {cfg.agent}` writes it, or copy it from the host where "
                                    "this workspace was granted")
-        store = PgStore(cfg.index.dsn, found, cfg.agent, cfg.index.timeout_s)
+        # The main mode on a shared-mode login is refused by the store (also when it opens later):
+        # that login cannot see private rows, so it would answer without MEMORY.md as though it
+        # were empty, and index private files nowhere.
+        store = PgStore(cfg.index.dsn, found, cfg.agent, cfg.index.timeout_s, wait=wait,
+                        needs_private=cfg.mode == "main")
     except (PgError, WorkspaceIdError) as exc:
         raise IndexUnavailable(f"index.backend = postgres: {exc}") from None
-    if cfg.mode == "main" and not store.sees_private:
-        # A shared-mode login cannot see private rows: the main mode on it would answer without
-        # MEMORY.md as though it were empty, and index private files nowhere.
-        store.close()
-        raise IndexUnavailable(f"index.backend = postgres: this DSN is the shared-mode login of agent {cfg.agent} "
-                               "(it cannot see private rows): the main mode needs the login `memfs pg grant` "
-                               "printed without --shared, or use --mode shared")
     if cfg.mode == "shared" and store.sees_private:
         # It answers right (memfs filters private rows out), but the login itself reads them: an
-        # agent given this DSN could read MEMORY.md with psql.
+        # agent given this DSN could read MEMORY.md with psql.  (A store not opened yet, its
+        # server away, is not known to be either: nothing said.)
         log.warning("index.dsn is the main login of agent %s: it can read private rows (MEMORY.md) from the "
                     "server; give shared-mode mounts and commands the login `memfs pg grant --shared` prints",
                     cfg.agent)

@@ -21,6 +21,19 @@ class PgError(RuntimeError):
     """A problem with the server or the DSN, said in one line."""
 
 
+class PgUnreachable(PgError):
+    """The server could not be reached (refused, timed out, a host that does not resolve or
+    answer), or it is starting up or shutting down: nothing it said refuses this login, and it may
+    answer later.  Any other PgError is the server's answer (a password, a database, a schema)."""
+
+
+# What a server says while it cannot take connections for now: not a refusal of this login.
+_TRANSIENT = ("the database system is starting up", "the database system is shutting down",
+              "the database system is in recovery mode", "the database system is not yet accepting connections",
+              "the database system is not accepting connections", "too many clients already",
+              "remaining connection slots are reserved")
+
+
 def _driver() -> object:
     try:
         import psycopg
@@ -80,9 +93,17 @@ def connect(dsn: str, autocommit: bool = True, timeout: float = CONNECT_TIMEOUT)
         # which cannot prune a tenant's partitions by the value of the moment.
         return psycopg.connect(dsn, autocommit=autocommit, prepare_threshold=None, **extra)  # type: ignore[attr-defined]
     except psycopg.OperationalError as exc:  # type: ignore[attr-defined]
-        raise PgError(f"cannot connect to {redacted(dsn)}: {_first_line(exc)}") from None
+        said = f"cannot connect to {redacted(dsn)}: {_first_line(exc)}"
+        raise (PgUnreachable if _unreachable(exc) else PgError)(said) from None
     except psycopg.Error as exc:  # type: ignore[attr-defined]
         raise PgError(f"cannot connect to {redacted(dsn)}: {_first_line(exc)}") from None
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """Whether a failed connect never got an answer from the server: libpq says what the server
+    answered after "FATAL:" (psycopg gives no SQLSTATE for a failed connect)."""
+    text = str(exc)
+    return "FATAL:" not in text or any(words in text for words in _TRANSIENT)
 
 
 def _first_line(exc: BaseException) -> str:

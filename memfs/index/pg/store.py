@@ -50,7 +50,7 @@ import numpy as np
 from memfs.index.chunking import Chunk
 from memfs.index.pg import keyword, knn, terms
 from memfs.index.interface import IndexOffline
-from memfs.index.pg.connect import CONNECT_TIMEOUT, PgError, check_server, connect, redacted
+from memfs.index.pg.connect import CONNECT_TIMEOUT, PgError, PgUnreachable, check_server, connect, redacted
 from memfs.index.pg.schema import LATEST, version
 from memfs.index.store import (
     PROVISIONAL_HASH,
@@ -69,6 +69,19 @@ log = logging.getLogger(__name__)
 INDEX_RETRY = 600.0  # seconds before a failed HNSW build is tried again
 _KINDS = {kind.value for kind in FileKind}
 RETRY_S = 1.0  # after a failed reconnect, calls fail at once for this long (no connect per call)
+REFUSED_RETRY_S = 30.0  # a store never opened whose server refused it: asked again this seldom
+
+
+class _Unopened:
+    """The connection of a store whose server has not answered yet (:meth:`PgStore._open_later`)."""
+
+    closed = True
+
+    def close(self) -> None:
+        pass
+
+
+_UNOPENED = _Unopened()
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
 _UNIT_COLUMNS = "unit_id, chunk_id, start_line, end_line, hash, text, context, packed, reading"
@@ -136,14 +149,39 @@ class PgStore:
 
     backend = "postgres"
 
-    def __init__(self, dsn: str, workspace: uuid.UUID, agent: str, timeout: float = CONNECT_TIMEOUT) -> None:
-        self._connect(dsn, timeout, reader=False)
+    def __init__(self, dsn: str, workspace: uuid.UUID, agent: str, timeout: float = CONNECT_TIMEOUT,
+                 wait: bool = False, needs_private: bool = False) -> None:
+        """``wait``: a server that cannot be reached now is not an error: the store is made not
+        yet opened (see :meth:`_open_later`).  ``needs_private``: the main mode's store, refused
+        on a shared-mode login (it would answer without MEMORY.md as though it were empty)."""
+        self._needs_private = needs_private
+        try:
+            self._connect(dsn, timeout, reader=False)
+        except PgUnreachable as exc:
+            if not wait:
+                raise
+            self._open_later(workspace, agent, exc)
+            return
         try:
             self._open(workspace, agent)
         except BaseException:
             self._conn.close()
             raise
         self._ensure_vector_index()
+
+    def _open_later(self, workspace: uuid.UUID, agent: str, exc: PgUnreachable) -> None:
+        """The server could not be reached when the store was made (a host started during a
+        database outage): every method says IndexOffline, as when the server is lost later, and
+        the first connection that succeeds looks the tenant up (:meth:`_open`) before anything
+        else runs on it.  Until then nothing is known of the tenant, so nothing is assumed: no
+        private rows are seen (``sees_private``), none can be read or written."""
+        self._conn = _UNOPENED
+        self._pending = (workspace, agent)
+        self.workspace = workspace
+        self.sees_private = False
+        self._privacies = [False]
+        self._lost = _offline_reason(self, exc)
+        self._retry_at = time.monotonic() + RETRY_S
 
     @classmethod
     def reading(cls, dsn: str, workspace: uuid.UUID, agent: str, timeout: float = CONNECT_TIMEOUT) -> PgStore:
@@ -179,6 +217,8 @@ class PgStore:
         self._retry_at = 0.0  # no reconnect before this (time.monotonic())
         self._lost = ""  # why the last reconnect failed
         self._closed = False
+        self._pending: tuple[uuid.UUID, str] | None = None  # of a store not opened yet (_open_later)
+        self._conn = _UNOPENED  # until connect returns: a store made without its server has this one
         self._conn = connect(dsn, timeout=timeout)
 
     def _open_reader(self, workspace: uuid.UUID, agent: str) -> None:
@@ -232,6 +272,9 @@ class PgStore:
             raise PgError(f"role {user} is not the login of agent {agent!r} of workspace {workspace}"
                           f"{self._whose(workspace, agent)}: use the DSN `memfs pg grant --workspace WORKSPACE "
                           f"--agent {agent}` prints")
+        if self._needs_private and not row[1]:
+            raise PgError(f"this DSN is the shared-mode login of agent {agent} (it cannot see private rows): the main "
+                          "mode needs the login `memfs pg grant` printed without --shared, or use --mode shared")
         self.tenant = int(row[0])
         self.workspace = workspace
         self.sees_private = bool(row[1])
@@ -244,7 +287,8 @@ class PgStore:
     @property
     def location(self) -> str:
         """Where the index is, to tell a person: the server and database (no password)."""
-        return f"{redacted(self.dsn)} (tenant {self.tenant})"
+        tenant = self.__dict__.get("tenant", "not known yet: its server has not answered")
+        return f"{redacted(self.dsn)} (tenant {tenant})"
 
     def _whose(self, workspace: uuid.UUID, agent: str) -> str:
         """What the login is for, when it is not for (workspace, agent): a typo in --agent is then
@@ -284,6 +328,8 @@ class PgStore:
                                    "during a transaction")
             if time.monotonic() < self._retry_at:
                 raise IndexOffline(self._lost)
+            if self._pending is not None:
+                return self._first_open()
             fresh = None
             try:
                 fresh = connect(self.dsn, timeout=self.timeout)
@@ -299,6 +345,47 @@ class PgStore:
                 raise IndexOffline(self._lost) from None
             self._conn, self._lost, self._retry_at = fresh, "", 0.0
             return fresh
+
+    def __getattr__(self, name: str) -> object:
+        """Only for attributes not set: the tenant of a store not opened yet, looked up now if
+        its server answers (IndexOffline if it does not), as every call on the store would."""
+        if name == "tenant" and self.__dict__.get("_pending") is not None:
+            self.conn  # noqa: B018  (opens the store, or says why it cannot be)
+            if "tenant" in self.__dict__:
+                return self.__dict__["tenant"]
+            raise IndexOffline(self._lost or f"the index is unavailable: PostgreSQL at {self._where()} has not "
+                               "answered yet")
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _first_open(self):  # -> psycopg.Connection
+        """The first connection of a store made while its server could not be reached, and the
+        tenant looked up on it (under :attr:`lock`).  A server that answers with a refusal (a
+        password, another tenant's login, no schema, the main mode on a shared-mode login) is
+        not served: the refusal is logged and every call says it, as IndexOffline, asking again
+        only every :data:`REFUSED_RETRY_S`."""
+        assert self._pending is not None
+        workspace, agent = self._pending
+        try:
+            self._conn = connect(self.dsn, timeout=self.timeout)
+            self._open(workspace, agent)
+        except Exception as exc:  # PgError (refused or unreachable), IndexOffline (lost during _open)
+            # Refused: the server answered, on a connection still open (or at connect, which says so).
+            lost = isinstance(exc, (PgUnreachable, IndexOffline)) or (
+                self._conn.closed and self._conn is not _UNOPENED)
+            self._conn.close()
+            self._conn = _UNOPENED
+            reason = str(exc) if isinstance(exc, IndexOffline) else _offline_reason(self, exc)
+            if not lost and reason != self._lost:
+                log.error("%s: the index is not used until that is fixed (the files are served and written as "
+                          "ever; searches say the index is unavailable, and why)", reason)
+            self._lost = reason
+            self._retry_at = time.monotonic() + (RETRY_S if lost else REFUSED_RETRY_S)
+            raise IndexOffline(reason) from None
+        self._pending, self._lost, self._retry_at = None, "", 0.0
+        log.info("the index's server answers: tenant %s of workspace %s opened", self.tenant, workspace)
+        with contextlib.suppress(IndexOffline):
+            self._ensure_vector_index()
+        return self._conn
 
     def _bound_reads(self, conn) -> None:
         """A read (a statement outside a transaction) the server has not answered within the
@@ -907,9 +994,9 @@ class PgStore:
                 held = [str(r[0]) for r in conn.execute(
                     "SELECT message_id FROM memfs.sync_messages WHERE tenant_id = %s AND message_id = ANY (%s) "
                     "AND NOT private", (self.tenant, held)).fetchall()]
-        except psycopg.Error as exc:
+        except (psycopg.Error, IndexOffline) as exc:  # IndexOffline: it was away already
             if entered:
-                with contextlib.suppress(psycopg.Error):
+                with contextlib.suppress(psycopg.Error, IndexOffline):
                     writing.__exit__(type(exc), exc, exc.__traceback__)  # rolled back
             log.warning("sync message ids: the index's server did not answer (%s): duplicates are found in this "
                         "workspace's files only", _first(exc))
@@ -918,12 +1005,12 @@ class PgStore:
         try:
             yield set(held)
         except BaseException as exc:  # the day files were not written: the claims go
-            with contextlib.suppress(psycopg.Error):
+            with contextlib.suppress(psycopg.Error, IndexOffline):
                 writing.__exit__(type(exc), exc, exc.__traceback__)
             raise
         try:
             writing.__exit__(None, None, None)
-        except psycopg.Error as exc:  # written, not recorded: this host's files hold them all the same
+        except (psycopg.Error, IndexOffline) as exc:  # written, not recorded: the files hold them all the same
             log.warning("sync message ids: the messages are stored but their ids were not recorded on the server "
                         "(%s)", _first(exc))
 

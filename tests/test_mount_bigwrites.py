@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Self
 
 import pytest
 from mounts import memfs_cli, wait_until
@@ -353,7 +354,7 @@ class ReadOnlyCloses:
         assert self.fd >= 0
         assert self.libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_CLOSE_NOWRITE) >= 0
 
-    def __enter__(self) -> ReadOnlyCloses:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -385,7 +385,10 @@ class Indexer:
         if warning:
             log.warning("%s: %s; the rest is indexed", rel, warning)
         tail = _tail_hash_of(data)
-        identity = hashlib.sha256(data).hexdigest() if len(data) <= FULL_HASH_BYTES else f"size:{len(data)}:tail:{tail}"
+        if len(data) > FULL_HASH_BYTES:
+            identity = f"size:{len(data)}:tail:{tail}"
+        else:  # a day file is mostly smaller than the tail hashed: then the two are one hash
+            identity = tail if len(data) <= TAIL_BYTES else hashlib.sha256(data).hexdigest()
         record = FileRecord(rel, kind.value, identity, st.st_mtime, st.st_size, 0, "", private, warning, tail)
         return self._provisional(rel, text, _Read(text, record, data=data))
 

@@ -15,6 +15,7 @@ import datetime as dt
 import fcntl
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -70,6 +71,7 @@ from memfs.workspace import (
     LONG_TERM_NAMES,
     FileKind,
     OutsideWorkspace,
+    SYNC_DIR,
     classify,
     is_memory,
     iter_memory_files,
@@ -808,32 +810,63 @@ class Memory:
             kept = self.sync_store.reject(source, data, exc.strerror or str(exc))
             log.info("refused sync data from %s: %s (kept in %s)", source, exc.strerror, kept)
             raise sync_protocol.SyncError(exc.strerror or str(exc)) from None
-        # A year of history lands in hundreds of day files: their versions are kept in one
-        # transaction (one flush of the history, not one per file), each from its appended lines.
         # A big batch (a year imported at once) lands in hundreds of small day files: each gets
         # its keyword rows now and its exact chunks from the completion worker.
         big = defer and len(data) >= threshold(self.cfg.index.defer_mb)
+        if not big:
+            self._keep_day_versions(result, who, big)
+            self._index_day_files(result, big)
+            return result
+        # The versions (mostly zlib) are kept in a thread beside the keyword rows (mostly FTS5):
+        # both spend their time in C that lets go of the interpreter, so on a second core they
+        # overlap.  close() waits for both.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memfs-sync-versions") as beside:
+            keeping = beside.submit(self._keep_day_versions, result, who, big)
+            self._index_day_files(result, big)
+        keeping.result()
+        return result
+
+    def _keep_day_versions(self, result: IngestResult, who: Provenance, big: bool) -> None:
+        """A version of each day file a batch grew, each from its appended lines, in one
+        transaction of the history (one flush, not one per file)."""
         history = self.history
-        if history is not None:
-            try:
-                with history.store.transaction(bulk=big):
-                    for rel in result.files:
+        if history is None:
+            return
+        try:
+            with history.store.transaction(bulk=big):
+                for rel in result.files:
+                    if result.grew_from.get(rel) == 0 and rel in result.written:  # made by the batch: its bytes
+                        self._after_change(lambda h, rel=rel: h.written(rel, who, *result.written[rel]), rel)
+                    else:
                         self._after_change(lambda h, rel=rel: h.changed(rel, who, result.grew_from.get(rel)), rel)
-            except HISTORY_FAILURES as exc:
-                log.error("history: no versions of the day files were kept (%s); the messages are stored", exc)
+        except HISTORY_FAILURES as exc:
+            log.error("history: no versions of the day files were kept (%s); the messages are stored", exc)
+
+    def _index_day_files(self, result: IngestResult, big: bool) -> None:
+        """Index the day files a batch grew; a big batch's get keyword rows only (in one
+        transaction of the index), the day files it created taken from the bytes it wrote."""
+        # A day file is taken from its bytes only when its folder is a folder: through a link,
+        # the indexer must judge where the file really is.
+        try:
+            direct = big and stat.S_ISDIR(os.lstat(self.cfg.workspace / SYNC_DIR).st_mode)
+        except OSError:
+            direct = False
         # The day files' locks first, then the store's (see PathLocks).
         try:
             with self._indexing.held(*result.files) if big else contextlib.nullcontext(), \
                     self.store.batch() if big else contextlib.nullcontext():
                 for rel in result.files:
-                    outcome = self._index_changed(rel, 0 if big else None)
+                    outcome = None
+                    if direct and result.grew_from.get(rel) == 0 and rel in result.written:
+                        outcome = self.indexer.provisional_written(rel, *result.written[rel])
+                    if outcome is None:
+                        outcome = self._index_changed(rel, 0 if big else None)
                     if outcome.provisional:
                         result.provisional.append(rel)
         except IndexOffline as exc:  # the batch's transaction was lost: every file of it is owed
             for rel in result.files:
                 self._owed(rel, exc)
             result.provisional.clear()
-        return result
 
     def append(self, text: str, section: str | None = None, mode: str | None = None,
                now: dt.datetime | None = None, who: Provenance = BESIDE, create_section: bool = False) -> str:

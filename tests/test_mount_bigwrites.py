@@ -3,14 +3,17 @@ bytes cost (the daemon reads no more than that of the file), and the version kep
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
 import signal
+import struct
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Self
 
 import pytest
 from mounts import memfs_cli, wait_until
@@ -336,3 +339,119 @@ def test_a_carrier_file_sent_to_twice_in_a_row_takes_or_refuses_each_line(worksp
     assert "No such file" not in out.stderr and out.stderr.count("Invalid argument") == 8, out.stderr
     assert sorted(day_ids(m.workspace)) == [f"m-{i}" for i in range(4)]
     assert len(list((m.workspace / "clawgpt-memory" / ".rejected").glob("*.reason"))) == 8
+
+
+class ReadOnlyCloses:
+    """The names of the files of ``folder`` opened read-only and closed meanwhile (inotify
+    IN_CLOSE_NOWRITE): who read them does not matter here, nothing else reads the folder."""
+
+    IN_CLOSE_NOWRITE = 0x10
+    IN_NONBLOCK = 0o4000
+
+    def __init__(self, folder: Path) -> None:
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(self.IN_NONBLOCK)
+        assert self.fd >= 0
+        assert self.libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_CLOSE_NOWRITE) >= 0
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+    def names(self) -> list[str]:
+        found = []
+        while True:
+            try:
+                buf = os.read(self.fd, 1 << 20)
+            except BlockingIOError:
+                return found
+            at = 0
+            while at < len(buf):
+                _, mask, _, size = struct.unpack_from("iIII", buf, at)
+                assert mask & 0x4000 == 0, "inotify queue overflowed"
+                found.append(buf[at + 16: at + 16 + size].rstrip(b"\0").decode())
+                at += 16 + size
+
+
+def test_a_30_mb_sync_batch_is_stored_indexed_and_versioned_from_the_bytes_it_wrote(
+        workspace: Path, mount_factory, tmp_path: Path) -> None:
+    # Issue #20: a 30 MB sync file lands in hundreds of day files, each indexed (keyword rows)
+    # and versioned before close() returns.  Reading each back for that (the index and the
+    # history each read all of them again) doubled the work; the bytes the batch wrote are used.
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    lines = bigwrites.sync_lines(30 << 20, tag="big").splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    final = {**last, "id": "big-last", "content": "The Xylophonist played at the end."}
+    data = b"".join(lines + lines[:300]) + json.dumps(final).encode() + b"\n"  # 300 repeats of this batch's ids
+    source = tmp_path / "import.jsonl"
+    source.write_bytes(data)
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    with ReadOnlyCloses(m.workspace / "clawgpt-memory") as reads:
+        subprocess.run(["cp", str(source), str(m.mnt / "clawgpt-memory" / "2023-05-08.jsonl")], check=True)
+        read_back = reads.names()
+    # Each id once, each message in the day file of its date.
+    ids = day_ids(m.workspace)
+    assert len(ids) == len(set(ids)) == len(lines) + 1
+    days = sorted((m.workspace / "clawgpt-memory").glob("*.jsonl"))
+    assert len(days) > 300
+    for day in days[:: max(1, len(days) // 20)]:
+        for raw in day.read_bytes().splitlines():
+            stamp = json.loads(raw)["timestamp"]
+            assert time.strftime("%Y-%m-%d", time.gmtime(stamp / 1000)) == day.stem
+    # Right after close(): the last message is found by a word only it holds, cited by its own
+    # line of its day file.
+    hits = m.search_json("Xylophonist")["results"]
+    assert hits, "the last message of the batch is not searchable when close() returns"
+    rel = hits[0]["path"]
+    line = next(n for n, raw in enumerate((m.workspace / rel).read_bytes().splitlines(), 1)
+                if json.loads(raw)["id"] == "big-last")
+    assert hits[0]["start_line"] <= line <= hits[0]["end_line"]
+    assert "Xylophonist" in hits[0]["snippet"]
+    # The day files were not read back before close() returned (a few may have been by the
+    # completion worker, which starts as close() returns).
+    assert len(read_back) < len(days) // 10, f"{len(read_back)} of {len(days)} day files read back"
+    # Each day file's version is its content, kept through the mount.
+    for day in days[:: max(1, len(days) // 6)]:
+        day_rel = day.relative_to(m.workspace).as_posix()
+        out = memfs_cli("history", day_rel, "--json", "-w", str(m.workspace), env={"MEMFS_STATE_DIR": str(m.state)})
+        assert out.returncode == 0, out.stderr
+        versions = json.loads(out.stdout)["versions"]
+        assert [v["via"] for v in versions] == ["mount"], day_rel
+        shown = memfs_cli("history", day_rel, versions[0]["version"], "-w", str(m.workspace),
+                          env={"MEMFS_STATE_DIR": str(m.state)})
+        assert shown.returncode == 0, shown.stderr
+        assert shown.stdout.encode() == day.read_bytes(), day_rel
+
+
+def test_a_big_sync_batch_into_private_day_files_stays_private_before_and_after_its_exact_chunks(
+        workspace: Path, mount_factory) -> None:
+    (workspace / ".memfs.toml").write_text('[privacy]\nprivate_paths = ["MEMORY.md", "clawgpt-memory"]\n')
+    m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
+    data = bigwrites.sync_lines(3 << 20, tag="private")
+    last = json.loads(data.rstrip(b"\n").rsplit(b"\n", 1)[-1])
+    data += json.dumps({**last, "id": "private-last", "content": "The vault code is Zanzibarite."}).encode() + b"\n"
+    (m.mnt / "clawgpt-memory").mkdir(exist_ok=True)
+    (m.mnt / "clawgpt-memory" / "2023-05-08.jsonl").write_bytes(data)
+
+    def private_only() -> None:
+        memory = m.memory(**{"embedding.provider": "none"})
+        try:
+            conn = memory.store.conn
+            match = "SELECT count(*) FROM {} WHERE {} MATCH 'zanzibarite'"
+            assert conn.execute(match.format("chunks_fts", "chunks_fts")).fetchone()[0] == 0
+            assert conn.execute(match.format("private_fts", "private_fts")).fetchone()[0] >= 1
+            assert conn.execute("SELECT count(*) FROM chunks WHERE path LIKE 'clawgpt-memory/%' "
+                                "AND private = 0").fetchone()[0] == 0
+        finally:
+            memory.close()
+        shared = memfs_cli("search", "--json", "Zanzibarite", "-w", str(m.workspace), "--mode", "shared",
+                           env={"MEMFS_STATE_DIR": str(m.state)})
+        assert shared.returncode == 0 and json.loads(shared.stdout)["results"] == []
+        assert m.search_json("Zanzibarite")["results"][0]["path"].startswith("clawgpt-memory/")
+
+    assert provisional(m)
+    private_only()
+    assert wait_until(lambda: not provisional(m), timeout=600, step=0.5)
+    private_only()

@@ -241,12 +241,24 @@ class History:
             self._taken(rel, version, who)
         return version
 
-    def _take(self, rel: str, who: Provenance, beside: bool) -> Version | None:
+    def written(self, rel: str, who: Provenance, data: bytes, st: os.stat_result) -> Version | None:
+        """``rel`` was just created by this process holding exactly ``data`` (``st``: its stat
+        right after the write, taken through the descriptor written to): its version is taken
+        from those bytes instead of reading the file back (a sync batch creates hundreds of day
+        files at once).  Read after all if the file has changed since (its fingerprint)."""
+        if not self.tracks(rel):
+            return None
+        return self._take(rel, who, beside=False, written=Snapshot(data, fingerprint(st), st.st_mtime_ns,
+                                                                    st.st_nlink > 1))
+
+    def _take(self, rel: str, who: Provenance, beside: bool, written: Snapshot | None = None) -> Version | None:
         # Read and recorded in one write transaction: of two closes racing (threads of one mount,
         # or two processes), the one that read later commits later, so the newest version is
-        # never an older read of the file (concurrent `echo >>` from several shells).
+        # never an older read of the file (concurrent `echo >>` from several shells).  Bytes
+        # ``written`` by the caller stand for a read while the file is still what they made.
         with self.store.transaction():
-            snap = self._snapshot(rel)
+            snap = written if written is not None and self.current_fingerprint(rel) == written.fingerprint \
+                else self._snapshot(rel)
             if snap is None or (beside and self._half_written(rel, snap)):
                 return None
             now = time.time_ns()

@@ -13,6 +13,10 @@ transaction, so a reader sees either the one or the other.  The mark is the file
 prefix no file's hash has: a daemon stopped before the worker finished leaves it, and the next
 reconcile (at the next start) indexes the file again, exactly.
 
+A sync batch lands in hundreds of day files: those it creates get their keyword rows from the
+bytes it wrote (:meth:`memfs.index.indexer.Indexer.provisional_written`), not by reading each
+back, and their versions are kept meanwhile in another thread (see ``Memory.ingest_sync``).
+
 Writes below the threshold keep the one-step path (everything before close() returns): a
 megabyte costs about half a second of CPU that way, which a note, a day's log or an append never
 reaches.

@@ -355,9 +355,42 @@ class Indexer:
         record = dataclasses.replace(read.record, hash=PROVISIONAL_HASH + read.record.hash, resume_line=0,
                                      resume_offset=0)
         self.store.replace_file(record, chunks, [""] * len(chunks), [fts_body(c.text) for c in chunks], {},
-                                days=[chunk_days(rel, c) for c in chunks],
+                                days=_days_of(rel, chunks),
                                 from_line=read.first_line if read.append else None, provisional=True)
         return Outcome(rel, "indexed", chunks=len(chunks), reason=record.warning, provisional=True)
+
+    def provisional_written(self, rel: str, data: bytes, st: os.stat_result) -> Outcome | None:
+        """Keyword rows (as :meth:`_provisional` stores them) for a sync day file this process has
+        just created holding exactly ``data`` (``st``: its stat after the write), taken from those
+        bytes instead of reading the file again.  A sync batch writes hundreds of day files, and
+        reading each back (resolving its path, hashing it twice, looking for links) cost more than
+        its keyword rows.  None when the short way does not apply (not a sync file, a name that
+        is not text, not a regular file): the caller indexes it the usual way.  The caller has
+        made sure the day file's folder is a folder, not a link; privacy is judged as
+        :meth:`_read` judges it (a path made private, or a file with a second name).  A file
+        changed since it was written is read as usual (None)."""
+        kind = classify(rel, self.cfg.index.extra_paths)
+        if kind is not FileKind.SYNC or not name_is_text(rel) or not stat.S_ISREG(st.st_mode):
+            return None
+        try:
+            now = os.lstat(self.cfg.workspace / rel)
+        except OSError:
+            return None
+        if (now.st_ino, now.st_size, now.st_mtime_ns, now.st_ctime_ns) != (st.st_ino, st.st_size, st.st_mtime_ns,
+                                                                           st.st_ctime_ns):
+            return None  # changed since it was written (beside us): read as it is now
+        private = self.privacy.is_private(rel) or st.st_nlink > 1
+        text, bad = clean_text(data)
+        warning = describe(bad) if bad else ""
+        if warning:
+            log.warning("%s: %s; the rest is indexed", rel, warning)
+        tail = _tail_hash_of(data)
+        if len(data) > FULL_HASH_BYTES:
+            identity = f"size:{len(data)}:tail:{tail}"
+        else:  # a day file is mostly smaller than the tail hashed: then the two are one hash
+            identity = tail if len(data) <= TAIL_BYTES else hashlib.sha256(data).hexdigest()
+        record = FileRecord(rel, kind.value, identity, st.st_mtime, st.st_size, 0, "", private, warning, tail)
+        return self._provisional(rel, text, _Read(text, record, data=data))
 
     def complete(self, rel: str) -> Outcome | None:
         """The exact chunks (and units, and embedding queue entries) of a file stored with
@@ -636,6 +669,11 @@ def _tail_hash(fd: int, size: int) -> str:
     return hashlib.sha256(os.pread(fd, size - begin, begin)).hexdigest()
 
 
+def _tail_hash_of(data: bytes) -> str:
+    """:func:`_tail_hash` of a file holding exactly ``data``."""
+    return hashlib.sha256(data[-TAIL_BYTES:]).hexdigest()
+
+
 def _identity(fd: int, size: int) -> str:
     """What tells a JSONL file's content apart without reading all of a large one."""
     if size <= FULL_HASH_BYTES:
@@ -677,6 +715,12 @@ def _file_days(rel: str) -> tuple[str | None, str | None] | None:
         if day or kind is FileKind.DAILY_LOG:
             return (day.isoformat(), day.isoformat()) if day else (None, None)
     return None
+
+
+def _days_of(rel: str, chunks: list[chunking.Chunk]) -> list[tuple[str | None, str | None]]:
+    """:func:`chunk_days` of each chunk (a file dated by its name: looked up once)."""
+    days = _file_days(rel)
+    return [days] * len(chunks) if days is not None else [chunk_days(rel, c) for c in chunks]
 
 
 def chunk_days(rel: str, chunk: chunking.Chunk) -> tuple[str | None, str | None]:

@@ -63,6 +63,9 @@ class IngestResult:
     duplicates: int = 0
     files: list[str] = field(default_factory=list)  # workspace-relative date files that grew
     grew_from: dict[str, int] = field(default_factory=dict)  # each of them: its size before
+    # each of them: the bytes appended and its stat right after (Memory indexes a day file the
+    # batch created from these bytes instead of reading it back)
+    written: dict[str, tuple[bytes, os.stat_result]] = field(default_factory=dict)
     provisional: list[str] = field(default_factory=list)  # of them, those indexed provisionally (Memory)
 
 
@@ -128,6 +131,12 @@ def _day_span(day: dt.date, tz: dt.tzinfo) -> tuple[int, int]:
             return 0, 0
     first = (start - _EPOCH) // _MS
     return first, first + 86_400_000
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _check_day_file(path: Path) -> None:
@@ -237,7 +246,9 @@ class SyncStore:
                     if batches and writing is not None:
                         writing(sorted(batches))
                     for rel, lines in sorted(batches.items()):
-                        result.grew_from[rel] = self._append(self.folder.parent / rel, lines, sync=len(batches) == 1)
+                        size, data, st = self._append(self.folder.parent / rel, lines, sync=len(batches) == 1)
+                        result.grew_from[rel] = size
+                        result.written[rel] = (data, st)
                         result.files.append(rel)
                         result.stored += len(lines)
                     if len(batches) > 1:
@@ -253,8 +264,9 @@ class SyncStore:
         return result
 
     @staticmethod
-    def _append(path: Path, lines: list[bytes], sync: bool = True) -> int:
-        """Append ``lines`` to the day file ``path``; returns its size before."""
+    def _append(path: Path, lines: list[bytes], sync: bool = True) -> tuple[int, bytes, os.stat_result]:
+        """Append ``lines`` to the day file ``path``; returns its size before, the bytes appended
+        and its stat after."""
         try:
             fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
         except OSError as exc:
@@ -270,12 +282,16 @@ class SyncStore:
             prefix = b""
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 prefix = b"\n"  # never glue our line onto a line someone left unfinished
-            os.write(fd, prefix + b"\n".join(lines) + b"\n")
+            data = prefix + b"\n".join(lines) + b"\n"
+            written = os.write(fd, data)
+            if written != len(data):  # a full disk: the rest, or the error saying why
+                _write_all(fd, data[written:])
             if sync:
                 os.fsync(fd)
+            after = os.fstat(fd)
         finally:
             os.close(fd)
-        return size
+        return size, data, after
 
     def reject(self, name: str, data: bytes, reason: str) -> Path:
         """Keep refused bytes with the reason beside them, for a person to look at (new files

@@ -39,7 +39,7 @@ def test_search_right_after_close_sees_the_write(mounted) -> None:
 
 def test_embedding_runs_off_the_event_loop(mounted) -> None:
     big = "".join(f"## {h:02d}:00 - Entry {h}\nWe discussed topic number {h} at length, " + "details " * 60 + "\n"
-                  for h in range(200))
+                  for h in range(80))
     memory = mounted.memory()
     try:
         (mounted.mnt / "memory" / "2026-11-01.md").write_text(big)
@@ -51,7 +51,7 @@ def test_embedding_runs_off_the_event_loop(mounted) -> None:
         assert sorted(p.name for p in mounted.mnt.glob("side-*.txt"))[:2] == ["side-0.txt", "side-1.txt"]
         assert memory.pending > 0, "the other operations finished while embedding was still going on"
         assert wait_until(lambda: memory.pending == 0, timeout=240)
-        hit = memory.search("topic number 150", wait_ms=0).results[0]
+        hit = memory.search("topic number 50", wait_ms=0).results[0]
         assert hit.vector_score > 0
     finally:
         memory.close()

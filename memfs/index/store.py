@@ -34,7 +34,7 @@ np = lazy_module("numpy")
 from memfs.index import topk
 from memfs.index.chunking import Chunk
 from memfs.index.text import fts_body, match_expression, phrase_tokens
-from memfs.index.unitrows import ChunkLines, hash_forms, hash_of, pack_hash, text_at
+from memfs.index.unitrows import HASH_SQL, TEXT_SQL, ChunkLines, hash_forms, pack_hash
 from memfs.index.units import plain
 from memfs.index.vectors import VectorMatrix, pack_unit_vector
 from memfs.workspace import FileKind
@@ -165,14 +165,7 @@ def _nearest(matrix: VectorMatrix, query: Callable[[], np.ndarray | None], k: in
 
 # A unit row as StoredUnit holds it: its text from its chunk's (a span) or its own (see
 # memfs.index.unitrows); read with ``units u CROSS JOIN chunks c ON c.id = u.chunk_id``.
-_UNIT_COLUMNS = ("u.id, u.chunk_id, u.start_line, u.end_line, u.hash, CASE WHEN u.text_start IS NULL THEN u.text "
-                 "ELSE substr(c.text, u.text_start + 1, u.text_end - u.text_start) END, u.context, u.vector, u.reading, "
-                 "u.text_start IS NOT NULL")
-
-
-def _stored_unit(row: tuple) -> StoredUnit:
-    return StoredUnit(row[0], row[1], row[2], row[3], hash_of(row[4]), text_at(row[5]) if row[9] else row[5],
-                      row[6], row[7], row[8])
+_UNIT_COLUMNS = f"u.id, u.chunk_id, u.start_line, u.end_line, {HASH_SQL}, {TEXT_SQL}, u.context, u.vector, u.reading"
 
 
 def _unit_row(lines: ChunkLines | None, chunk_id: int, start_line: int, end_line: int, digest: str, text: str,
@@ -180,7 +173,7 @@ def _unit_row(lines: ChunkLines | None, chunk_id: int, start_line: int, end_line
     """A unit's row from ``chunk_id`` on: its text as a span of its chunk's when it is one."""
     span = lines.span(start_line, end_line, text) if lines is not None else None
     return (chunk_id, start_line, end_line, pack_hash(digest), "" if span else text, context, vector, reading,
-            *(span or (None, None)))
+            *(span or (None, None, 0)))
 
 
 def _file_record(row: tuple) -> FileRecord:
@@ -266,7 +259,7 @@ class Store:
         return None if row is None else str(row[0])
 
     def _migrate(self) -> None:
-        """Schema 6 to 7 in place (two columns; no row is rewritten, so opening a large index
+        """Schema 6 to 7 in place (three columns; no row is rewritten, so opening a large index
         stays instant): its unit rows keep their text and hex hashes, which are read as they
         are, and rows written from now on are compact (see :mod:`memfs.index.unitrows`)."""
         if self._schema_found() != "6":
@@ -275,9 +268,10 @@ class Store:
             if self._schema_found() != "6":
                 return  # another process migrated it while this one waited for the lock
             columns = {str(r[1]) for r in self.conn.execute("PRAGMA main.table_info(units)")}
-            for column in ("text_start", "text_end"):
+            for column, kind in (("text_start", "INTEGER"), ("text_end", "INTEGER"),
+                                 ("text_gaps", "INTEGER NOT NULL DEFAULT 0")):
                 if column not in columns:
-                    self.conn.execute(f"ALTER TABLE units ADD COLUMN {column} INTEGER")
+                    self.conn.execute(f"ALTER TABLE units ADD COLUMN {column} {kind}")
             self.conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema'")
 
     @contextmanager
@@ -351,7 +345,7 @@ class Store:
                     id INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, start_line INTEGER NOT NULL,
                     end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
                     context TEXT NOT NULL DEFAULT '', vector BLOB, reading TEXT NOT NULL DEFAULT '',
-                    text_start INTEGER, text_end INTEGER);
+                    text_start INTEGER, text_end INTEGER, text_gaps INTEGER NOT NULL DEFAULT 0);
                 CREATE INDEX IF NOT EXISTS units_chunk ON units(chunk_id);
                 CREATE INDEX IF NOT EXISTS units_pending ON units(id) WHERE vector IS NULL;
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, {FTS_OPTIONS});
@@ -539,7 +533,7 @@ class Store:
                              zip(range(first_id, first_id + len(chunk_rows)), fts_bodies))
             conn.executemany(
                 "INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading, text_start, "
-                "text_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", unit_rows)
+                "text_end, text_gaps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", unit_rows)
             for chunk_id, chunk_private, vector in vector_rows:
                 conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
                              (chunk_id, chunk_private, vector))
@@ -611,7 +605,7 @@ class Store:
                         f"SELECT rowid, embedding FROM chunks_vec WHERE rowid IN ({','.join('?' * len(part))})", part))
                 chunks = tuple(ChunkRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], int(r[6]), bool(r[7]), bool(r[8]),
                                         r[9], r[10], r[11], r[12], vectors.get(int(r[0]))) for r in rows)
-                units = tuple(_stored_unit(u) for u in self.conn.execute(
+                units = tuple(StoredUnit(*u) for u in self.conn.execute(
                     f"SELECT {_UNIT_COLUMNS} FROM units u CROSS JOIN chunks c ON c.id = u.chunk_id "
                     "WHERE u.chunk_id IN (SELECT id FROM chunks WHERE path = ?) ORDER BY u.id", (path,)))
                 found.append(FileRows(_file_record(row[:-1]), float(row[-1]), chunks, units))
@@ -643,7 +637,7 @@ class Store:
                 lines = {c.id: ChunkLines(c.text, c.start_line) for c in rows.chunks}
                 conn.executemany(
                     "INSERT INTO units(id, chunk_id, start_line, end_line, hash, text, context, vector, reading, "
-                    "text_start, text_end) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "text_start, text_end, text_gaps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(u.id, *_unit_row(lines.get(u.chunk_id), u.chunk_id, u.start_line, u.end_line, u.hash, u.text,
                                        u.context, u.vector, u.reading)) for u in rows.units])
                 conn.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
@@ -784,7 +778,7 @@ class Store:
             args = (limit,)
         with self.lock:
             rows = self.conn.execute(sql, args).fetchall()
-        return [_stored_unit(r) for r in rows]
+        return [StoredUnit(*r) for r in rows]
 
     def units_of(self, chunk_ids: Iterable[int]) -> list[StoredUnit]:
         """The units of the given chunks, in file order."""
@@ -799,7 +793,7 @@ class Store:
             lines = self.conn.execute(
                 f"SELECT id, start_line, text FROM chunks WHERE embedded = {PROVISIONAL} AND id IN ({marks})",
                 wanted).fetchall()
-        units = [_stored_unit(r) for r in rows]
+        units = [StoredUnit(*r) for r in rows]
         if not lines:
             return units
         # A provisional chunk's units are its non-blank lines (ids below zero: no unit row has

@@ -1,14 +1,16 @@
 """How SQLite's ``units`` table keeps a unit's text and hash compactly (schema 7).
 
-A unit's text is its chunk's non-blank lines from its first to its last (a daily log's turn is
-``## 13:58 - Caroline``, a blank line, the turn: the unit is the two lines), so a unit row keeps
-``(text_start, text_end)``, character offsets into its chunk's text, instead of a copy of them:
-at 100k chunks the copies were ~1,400 bytes per chunk of ~10,800.  The text is taken back by
-:func:`text_at` on what ``substr`` reads there.  A unit whose text is not found in its chunk that
-way keeps its text (``text_start`` NULL), as every row of an index made before schema 7 does.
+A unit's text is its chunk's non-blank lines from its first to its last, so a unit row keeps
+``(text_start, text_end)``, character offsets into its chunk's text, instead of a copy of them (at
+100k chunks the copies were ~1,400 bytes per chunk of ~10,800); ``text_gaps`` says the text is the
+span without its empty lines (a daily log's turn: ``## 13:58 - Caroline``, an empty line, the
+turn).  SQL gives the text back (:data:`TEXT_SQL`), in C: reading a unit costs what it did.  A unit
+whose text is not its span either way keeps its text (``text_start`` NULL), as every row of an
+index made before schema 7 does.
 
 The hash of the text the model reads (SHA-256) is kept as its 32 bytes, not 64 hex characters;
-:func:`hash_of` gives the hex back, so a :class:`memfs.index.store.StoredUnit` is what it was.
+:data:`HASH_SQL` gives the hex back, so a :class:`memfs.index.store.StoredUnit` is what it was.
+Both read ``units u`` joined to its chunk, ``chunks c``.
 """
 
 from __future__ import annotations
@@ -16,16 +18,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 HASH_BYTES = 32
+_SPAN = "substr(c.text, u.text_start + 1, u.text_end - u.text_start)"
+TEXT_SQL = (f"CASE WHEN u.text_start IS NULL THEN u.text WHEN u.text_gaps THEN replace({_SPAN}, char(10, 10), char(10)) "
+            f"ELSE {_SPAN} END")
+HASH_SQL = "CASE WHEN typeof(u.hash) = 'blob' THEN lower(hex(u.hash)) ELSE u.hash END"
 
 
-def text_at(piece: str) -> str:
-    """A unit's text from the span of its chunk it covers: that span's non-blank lines."""
-    if "\n" not in piece:
-        return piece
-    lines = piece.split("\n")
-    if all(line.strip() for line in lines):
-        return piece
-    return "\n".join(line for line in lines if line.strip())
+def text_at(piece: str, gaps: bool) -> str:
+    """A unit's text from the span of its chunk it covers, as SQL gives it back (:data:`TEXT_SQL`:
+    ``replace`` and ``str.replace`` both replace non-overlapping pairs from the left)."""
+    return piece.replace("\n\n", "\n") if gaps else piece
 
 
 class ChunkLines:
@@ -40,19 +42,25 @@ class ChunkLines:
         for line in self.lines:
             self.starts.append(at)
             at += len(line) + 1
+        # Not every SQLite string function counts the characters after a NUL alike: no spans then.
+        self.usable = "\x00" not in text
 
-    def span(self, start_line: int, end_line: int, text: str) -> tuple[int, int] | None:
-        """(start, end) of the chunk's text whose non-blank lines are exactly ``text``, or None.
-        A Markdown chunk's lines are the file's from its first; a JSONL chunk's are its messages
-        (under its title), found by their text."""
+    def span(self, start_line: int, end_line: int, text: str) -> tuple[int, int, int] | None:
+        """(start, end, gaps) of the chunk's text that is ``text`` (``gaps``: once its empty lines
+        are dropped, as a turn under its heading is), or None.  A Markdown chunk's lines are the
+        file's from its first; a JSONL chunk's are its messages (under its title), found by text."""
+        if not self.usable or not text:
+            return None
         first, last = start_line - self.start_line, end_line - self.start_line
         if 0 <= first <= last < len(self.lines):
             begin, end = self.starts[first], self.starts[last] + len(self.lines[last])
-            if text_at(self.text[begin:end]) == text:
-                return begin, end
-        begin = self.text.find(text) if text else -1
-        if begin >= 0 and text_at(self.text[begin : begin + len(text)]) == text:
-            return begin, begin + len(text)
+            piece = self.text[begin:end]
+            for gaps in (0, 1):
+                if text_at(piece, bool(gaps)) == text:
+                    return begin, end, gaps
+        begin = self.text.find(text)
+        if begin >= 0:
+            return begin, begin + len(text), 0
         return None
 
 
@@ -64,11 +72,6 @@ def pack_hash(digest: str) -> str | bytes:
         except ValueError:
             pass
     return digest
-
-
-def hash_of(stored: str | bytes) -> str:
-    """The hex digest of a stored hash (32 bytes, or the hex text of an index before schema 7)."""
-    return stored.hex() if isinstance(stored, bytes) else stored
 
 
 def hash_forms(digest: str) -> Sequence[str | bytes]:

@@ -227,8 +227,8 @@ class Store:
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
-        # An index made by an earlier version is only read until it is rebuilt (Memory does).
         self._migrate()
+        # An index made by an earlier version is only read until it is rebuilt (Memory does).
         self.outdated = self._schema_found() not in (None, SCHEMA_VERSION)
         if not self.outdated:
             self._create_schema()

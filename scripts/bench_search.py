@@ -166,8 +166,10 @@ def replicate(store: Store, base: int, size: int, vectors) -> None:
                        "last_day, chat_id, chat_title) SELECT id + ?, replace(path, 'bench-', ?), start_line, end_line, hash, "
                        "text, embedded, private, jsonl, first_day, last_day, chat_id, chat_title FROM chunks WHERE id <= ?",
                        (offset, f"bench-c{copy}-", count))
-            tx.execute("INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading) "
-                       "SELECT chunk_id + ?, start_line, end_line, hash, text, context, vector, reading FROM units "
+            # Every column but the id, as the index's schema has them (spans of schema 7 included).
+            columns = ", ".join(str(r[1]) for r in tx.execute("PRAGMA table_info(units)")
+                                if r[1] not in ("id", "chunk_id"))
+            tx.execute(f"INSERT INTO units(chunk_id, {columns}) SELECT chunk_id + ?, {columns} FROM units "
                        "WHERE chunk_id <= ? ORDER BY id", (offset, count))
             tx.execute("INSERT INTO chunks_fts(rowid, body) SELECT id + ?, fts_body(text) FROM chunks WHERE id <= ?",
                        (offset, count))

@@ -3,8 +3,10 @@ index made with one (by an earlier memfs) keeps answering and following edits.""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from memfs.index.indexer import text_hash
 from memfs.index.store import FTS_TOKENIZER
 from memfs.index.text import fts_body
 
@@ -109,3 +111,97 @@ def test_files_being_chunked_are_found_without_reading_every_file(workspace: Pat
     memory = make_memory(workspace)
     assert "files_provisional" in _tables(memory)
     assert memory.store.provisional_paths() == ["memory/big.md"]
+
+
+def _with_every_kind_of_unit(workspace: Path, locomo_day) -> None:
+    """A daily log (turns: a heading, a blank line, the turn), MEMORY.md (facts with their
+    headings as context, and their twins) and a sync file (messages under their chat's title)."""
+    locomo_day(workspace)
+    (workspace / "MEMORY.md").write_text("# Memory\n\n## Health\n\n- The user is allergic to penicillin.\n"
+                                         "- Blood type: O negative\n\n## People\n\nWife: Priya Raman\n")
+    source = Path(__file__).resolve().parent / "data" / "locomo-2023-05-08.jsonl"
+    (workspace / "clawgpt-memory").mkdir(exist_ok=True)
+    (workspace / "clawgpt-memory" / "2023-05-08.jsonl").write_text(source.read_text())
+
+
+def _units(memory) -> list:
+    ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    return memory.store.units_of(ids)
+
+
+def test_a_unit_keeps_no_copy_of_its_chunks_text(workspace: Path, make_memory, locomo_day) -> None:
+    # A unit's text is its chunk's non-blank lines over its span: the row keeps the span, and its
+    # hash as 32 bytes, and reads back exactly the text and hash the chunker and indexer gave it.
+    _with_every_kind_of_unit(workspace, locomo_day)
+    memory = make_memory(workspace)
+    memory.index()
+    kinds = {str(r[0]) for r in memory.store.conn.execute(
+        "SELECT DISTINCT c.path FROM units u JOIN chunks c ON c.id = u.chunk_id")}
+    assert kinds == {"memory/2023-05-08.md", "MEMORY.md", "clawgpt-memory/2023-05-08.jsonl"}
+    copies, spans, hashes = memory.store.conn.execute(
+        "SELECT sum(text != ''), sum(text_start IS NOT NULL), sum(length(hash) = 32) FROM units").fetchone()
+    total = memory.store.counts()["units"]
+    assert (copies, spans, hashes) == (0, total, total)
+    for unit in _units(memory):
+        assert unit.text.strip() and "\n\n" not in unit.text
+        assert unit.hash == text_hash(unit.embedding_text)
+    assert memory.store.pending_count() == 0  # every unit's vector found its row by its hash
+
+
+def test_an_index_of_schema_6_is_migrated_when_opened_and_answers_the_same(
+        workspace: Path, make_memory, locomo_day) -> None:
+    # An index made before units kept spans (their text copied, hashes in hex) is not rebuilt:
+    # it gets the new columns when opened, its rows are read as they are, and rows written from
+    # then on are compact.
+    _with_every_kind_of_unit(workspace, locomo_day)
+    memory = make_memory(workspace)
+    memory.index()
+    before = memory.search(QUESTION).results
+    units = _units(memory)
+    with memory.store.transaction() as conn:  # the rows as schema 6 wrote them
+        conn.executemany("UPDATE units SET text = ?, hash = ? WHERE id = ?", [(u.text, u.hash, u.id) for u in units])
+        conn.execute("ALTER TABLE units DROP COLUMN text_start")
+        conn.execute("ALTER TABLE units DROP COLUMN text_end")
+        conn.execute("ALTER TABLE units DROP COLUMN text_gaps")
+        conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema'")
+    chunk_ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    memory.close()
+    memory = make_memory(workspace)
+    assert memory.store.get_meta("schema") == "7" and not memory.store.outdated
+    assert [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks ORDER BY id")] == chunk_ids
+    assert _units(memory) == units
+    assert memory.search(QUESTION).results == before
+    _edit_away_the_support_group(memory, workspace / "memory" / "2023-05-08.md")
+    copies = memory.store.conn.execute(
+        "SELECT count(*) FROM units u JOIN chunks c ON c.id = u.chunk_id WHERE c.path = 'memory/2023-05-08.md' "
+        "AND (u.text != '' OR length(u.hash) != 32)").fetchone()[0]
+    assert copies == 0
+    assert memory.store.pending_count() == 0
+
+
+def test_counting_chunks_reads_no_chunk_rows(workspace: Path, make_memory, locomo_day) -> None:
+    # Every search weighs terms by how many chunks there are; after any write that count was
+    # made again by reading the whole chunks table (1.5 s at 100k chunks).  The keyword tables
+    # keep it: the same numbers, public and private, through writes, removals and a batch.
+    _with_every_kind_of_unit(workspace, locomo_day)
+    (workspace / "MEMORY.md").write_text((workspace / "MEMORY.md").read_text() + "\nSecret: penicillin\n")
+    memory = make_memory(workspace)
+    memory.index()
+    store = memory.store
+
+    def counted() -> tuple[int, int]:
+        row = store.conn.execute("SELECT count(*), coalesce(sum(private), 0) FROM chunks").fetchone()
+        return int(row[0]), int(row[0]) - int(row[1])
+
+    statements: list[str] = []
+    store.conn.exec_trace = lambda cursor, sql, bindings: statements.append(sql) or True
+    try:
+        for change in (lambda: None, lambda: store.remove_file("clawgpt-memory/2023-05-08.jsonl"),
+                       lambda: _edit_away_the_support_group(memory, workspace / "memory" / "2023-05-08.md")):
+            change()
+            statements.clear()
+            assert (store.chunk_total(), store.chunk_total(False)) == counted()
+            assert not [sql for sql in statements[:-1] if re.search(r"FROM chunks\b(?!_)", sql)]  # last: counted()
+    finally:
+        store.conn.exec_trace = None
+    assert store.chunk_total() > store.chunk_total(False) > 0  # MEMORY.md's chunk is private

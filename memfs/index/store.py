@@ -13,6 +13,7 @@ concurrently through WAL.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import os
@@ -34,6 +35,7 @@ np = lazy_module("numpy")
 from memfs.index import topk
 from memfs.index.chunking import Chunk
 from memfs.index.text import fts_body, match_expression, phrase_tokens
+from memfs.index.unitrows import HASH_SQL, TEXT_SQL, ChunkLines, hash_forms, pack_hash
 from memfs.index.units import plain
 from memfs.index.vectors import VectorMatrix, pack_unit_vector
 from memfs.workspace import FileKind
@@ -43,8 +45,9 @@ if TYPE_CHECKING:
 
 _KINDS = {kind.value for kind in FileKind}
 
-SCHEMA_VERSION = "6"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
-# 5: a unit's reading (twins of facts); 6: a JSONL chunk's chat (id and title)
+SCHEMA_VERSION = "7"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
+# 5: a unit's reading (twins of facts); 6: a JSONL chunk's chat (id and title); 7: a unit's text as a
+# span of its chunk's, its hash as bytes (memfs.index.unitrows), which an index of 6 gets when opened
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan (at 1k
 # chunks sqlite-vec's KNN and exact similarities took ~5 ms a search, the matrix 0.1 ms; loading
 # it reads 1.5 MB).  Below, a one-shot process would read every vector for a search or two.
@@ -122,6 +125,21 @@ class StoredUnit:
     def embedding_text(self) -> str:
         return self.reading or self.keyword_text
 
+    @classmethod
+    def from_rows(cls, rows: Iterable[Sequence[object]]) -> list[StoredUnit]:
+        """Units from rows of their fields in order, made without ``__init__``: a search reads
+        ~900, and a frozen dataclass's ``__init__`` sets each field through
+        ``object.__setattr__`` (2.5 us a unit; 1 us this way)."""
+        make, names = object.__new__, _UNIT_FIELDS
+        out = []
+        for row in rows:
+            unit = make(cls)
+            unit.__dict__.update(zip(names, row))
+            out.append(unit)
+        return out
+
+
+_UNIT_FIELDS = tuple(field.name for field in dataclasses.fields(StoredUnit))
 
 # chunks.embedded of a provisional chunk (0: waiting for its vector, 1: has it): a big write's
 # keyword rows, there until its exact chunks replace them (memfs.index.deferred); never embedded.
@@ -159,6 +177,19 @@ def _nearest(matrix: VectorMatrix, query: Callable[[], np.ndarray | None], k: in
              include_private: bool) -> tuple[np.ndarray | None, list[tuple[int, float]]]:
     vector = query()
     return vector, ([] if vector is None else matrix.knn(vector, k, include_private))
+
+
+# A unit row as StoredUnit holds it: its text from its chunk's (a span) or its own (see
+# memfs.index.unitrows); read with ``units u CROSS JOIN chunks c ON c.id = u.chunk_id``.
+_UNIT_COLUMNS = f"u.id, u.chunk_id, u.start_line, u.end_line, {HASH_SQL}, {TEXT_SQL}, u.context, u.vector, u.reading"
+
+
+def _unit_row(lines: ChunkLines | None, chunk_id: int, start_line: int, end_line: int, digest: str, text: str,
+              context: str, vector: bytes | None, reading: str) -> tuple[object, ...]:
+    """A unit's row from ``chunk_id`` on: its text as a span of its chunk's when it is one."""
+    span = lines.span(start_line, end_line, text) if lines is not None else None
+    return (chunk_id, start_line, end_line, pack_hash(digest), "" if span else text, context, vector, reading,
+            *(span or (None, None, 0)))
 
 
 def _file_record(row: tuple) -> FileRecord:
@@ -212,6 +243,7 @@ class Store:
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
+        self._migrate()
         # An index made by an earlier version is only read until it is rebuilt (Memory does).
         self.outdated = self._schema_found() not in (None, SCHEMA_VERSION)
         if not self.outdated:
@@ -241,6 +273,22 @@ class Store:
                 return None
             row = self.conn.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()
         return None if row is None else str(row[0])
+
+    def _migrate(self) -> None:
+        """Schema 6 to 7 in place (three columns; no row is rewritten, so opening a large index
+        stays instant): its unit rows keep their text and hex hashes, which are read as they
+        are, and rows written from now on are compact (see :mod:`memfs.index.unitrows`)."""
+        if self._schema_found() != "6":
+            return
+        with self._writing():
+            if self._schema_found() != "6":
+                return  # another process migrated it while this one waited for the lock
+            columns = {str(r[1]) for r in self.conn.execute("PRAGMA main.table_info(units)")}
+            for column, kind in (("text_start", "INTEGER"), ("text_end", "INTEGER"),
+                                 ("text_gaps", "INTEGER NOT NULL DEFAULT 0")):
+                if column not in columns:
+                    self.conn.execute(f"ALTER TABLE units ADD COLUMN {column} {kind}")
+            self.conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema'")
 
     @contextmanager
     def _writing(self) -> Iterator[apsw.Connection]:
@@ -312,7 +360,8 @@ class Store:
                 CREATE TABLE IF NOT EXISTS units(
                     id INTEGER PRIMARY KEY, chunk_id INTEGER NOT NULL, start_line INTEGER NOT NULL,
                     end_line INTEGER NOT NULL, hash TEXT NOT NULL, text TEXT NOT NULL,
-                    context TEXT NOT NULL DEFAULT '', vector BLOB, reading TEXT NOT NULL DEFAULT '');
+                    context TEXT NOT NULL DEFAULT '', vector BLOB, reading TEXT NOT NULL DEFAULT '',
+                    text_start INTEGER, text_end INTEGER, text_gaps INTEGER NOT NULL DEFAULT 0);
                 CREATE INDEX IF NOT EXISTS units_chunk ON units(chunk_id);
                 CREATE INDEX IF NOT EXISTS units_pending ON units(id) WHERE vector IS NULL;
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, {FTS_OPTIONS});
@@ -479,10 +528,12 @@ class Store:
                                    int(vector is not None) if state is None else state, private, jsonl, first_day, last_day, chunk.chat_id,
                                    chunk.chat_title))
                 hashes = unit_hashes[position] if unit_hashes else []
+                lines = ChunkLines(chunk.text, chunk.start_line) if chunk.units and hashes else None
                 for unit, unit_hash in zip(chunk.units, hashes):
                     unit_vector = cached.get(unit_hash)
-                    unit_rows.append((chunk_id, unit.start_line, unit.end_line, unit_hash, unit.text, unit.context,
-                                      half(unit_vector) if unit_vector is not None else None, unit.reading))
+                    unit_rows.append(_unit_row(lines, chunk_id, unit.start_line, unit.end_line, unit_hash, unit.text,
+                                               unit.context, half(unit_vector) if unit_vector is not None else None,
+                                               unit.reading))
                     if unit_vector is None and vec:
                         pending += 1
                 if state is not None:
@@ -497,8 +548,8 @@ class Store:
             conn.executemany(f"INSERT INTO {fts}(rowid, body) VALUES (?, ?)",
                              zip(range(first_id, first_id + len(chunk_rows)), fts_bodies))
             conn.executemany(
-                "INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", unit_rows)
+                "INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading, text_start, "
+                "text_end, text_gaps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", unit_rows)
             for chunk_id, chunk_private, vector in vector_rows:
                 conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
                              (chunk_id, chunk_private, vector))
@@ -571,8 +622,8 @@ class Store:
                 chunks = tuple(ChunkRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], int(r[6]), bool(r[7]), bool(r[8]),
                                         r[9], r[10], r[11], r[12], vectors.get(int(r[0]))) for r in rows)
                 units = tuple(StoredUnit(*u) for u in self.conn.execute(
-                    "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector, reading FROM units "
-                    "WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ?) ORDER BY id", (path,)))
+                    f"SELECT {_UNIT_COLUMNS} FROM units u CROSS JOIN chunks c ON c.id = u.chunk_id "
+                    "WHERE u.chunk_id IN (SELECT id FROM chunks WHERE path = ?) ORDER BY u.id", (path,)))
                 found.append(FileRows(_file_record(row[:-1]), float(row[-1]), chunks, units))
         return found
 
@@ -599,11 +650,12 @@ class Store:
                 fts = "private_fts" if record.private else "chunks_fts"
                 conn.executemany(f"INSERT INTO {fts}(rowid, body) VALUES (?, ?)",
                                  [(c.id, fts_body(c.text)) for c in rows.chunks])
+                lines = {c.id: ChunkLines(c.text, c.start_line) for c in rows.chunks}
                 conn.executemany(
-                    "INSERT INTO units(id, chunk_id, start_line, end_line, hash, text, context, vector, reading) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(u.id, u.chunk_id, u.start_line, u.end_line, u.hash, u.text, u.context, u.vector, u.reading)
-                     for u in rows.units])
+                    "INSERT INTO units(id, chunk_id, start_line, end_line, hash, text, context, vector, reading, "
+                    "text_start, text_end, text_gaps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(u.id, *_unit_row(lines.get(u.chunk_id), u.chunk_id, u.start_line, u.end_line, u.hash, u.text,
+                                       u.context, u.vector, u.reading)) for u in rows.units])
                 conn.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
                                  [(c.id, int(c.private), c.vector) for c, state in zip(rows.chunks, states)
                                   if state == EMBEDDED])
@@ -725,7 +777,7 @@ class Store:
         return int(chunks) + int(units)
 
     def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredUnit]:
-        columns = "u.id, u.chunk_id, u.start_line, u.end_line, u.hash, u.text, u.context, u.vector, u.reading"
+        columns = _UNIT_COLUMNS
         if paths:
             marks = ",".join("?" * len(paths))
             sql = (f"SELECT {columns} FROM chunks c INDEXED BY chunks_path CROSS JOIN units u ON u.chunk_id = c.id "
@@ -737,7 +789,8 @@ class Store:
                    "WHERE c.last_day >= ? AND u.vector IS NULL ORDER BY c.last_day DESC, u.id DESC LIMIT ?")
             args = (since, limit)
         else:
-            sql = f"SELECT {columns} FROM units u WHERE u.vector IS NULL ORDER BY u.id DESC LIMIT ?"
+            sql = (f"SELECT {columns} FROM units u CROSS JOIN chunks c ON c.id = u.chunk_id WHERE u.vector IS NULL "
+                   "ORDER BY u.id DESC LIMIT ?")
             args = (limit,)
         with self.lock:
             rows = self.conn.execute(sql, args).fetchall()
@@ -751,12 +804,12 @@ class Store:
         marks = ",".join("?" * len(wanted))
         with self.lock:
             rows = self.conn.execute(
-                "SELECT id, chunk_id, start_line, end_line, hash, text, context, vector, reading FROM units "
-                f"WHERE chunk_id IN ({marks}) ORDER BY chunk_id, start_line, id", wanted).fetchall()
+                f"SELECT {_UNIT_COLUMNS} FROM units u CROSS JOIN chunks c ON c.id = u.chunk_id "
+                f"WHERE u.chunk_id IN ({marks}) ORDER BY u.chunk_id, u.start_line, u.id", wanted).fetchall()
             lines = self.conn.execute(
                 f"SELECT id, start_line, text FROM chunks WHERE embedded = {PROVISIONAL} AND id IN ({marks})",
                 wanted).fetchall()
-        units = [StoredUnit(*r) for r in rows]
+        units = StoredUnit.from_rows(rows)
         if not lines:
             return units
         # A provisional chunk's units are its non-blank lines (ids below zero: no unit row has
@@ -795,8 +848,8 @@ class Store:
             for unit, vector in units:
                 full = np.asarray(vector, dtype=np.float32)
                 self._cache(conn, provider, model, unit.hash, full, now)
-                conn.execute("UPDATE units SET vector = ? WHERE id = ? AND hash = ? AND vector IS NULL",
-                             (half(full.tobytes()), unit.id, unit.hash))
+                conn.execute("UPDATE units SET vector = ? WHERE id = ? AND hash IN (?, ?) AND vector IS NULL",
+                             (half(full.tobytes()), unit.id, *hash_forms(unit.hash)))
             for chunk, vector in chunks:
                 full = np.asarray(vector, dtype=np.float32)
                 self._cache(conn, provider, model, chunk.hash, full, now)
@@ -951,12 +1004,20 @@ class Store:
 
     def chunk_total(self, include_private: bool = True) -> int:
         """How many chunks the index holds (public ones only, if asked); cached until this or
-        another connection writes."""
+        another connection writes.  Counted by the keyword tables, which hold one row per chunk
+        (public ones in ``chunks_fts``, private ones in ``private_fts``) and keep their count in
+        one record: counting ``chunks`` read the whole table (1.5 s at 100k chunks, after every
+        write, the embedder's too)."""
         with self.lock:
             key = (int(self.conn.execute("PRAGMA main.data_version").fetchone()[0]), self._writes)
             if self._total is None or self._total[0] != key:
-                row = self.conn.execute("SELECT count(*), coalesce(sum(private), 0) FROM chunks").fetchone()
-                self._total = (key, (int(row[0]), int(row[0]) - int(row[1])))
+                # Inside a transaction of this connection FTS5 writes its count only at commit.
+                public, private = (None, None) if self._depth else (self._fts_rows("chunks_fts"),
+                                                                   self._fts_rows("private_fts"))
+                if public is None or private is None:
+                    row = self.conn.execute("SELECT count(*), coalesce(sum(private), 0) FROM chunks").fetchone()
+                    public, private = int(row[0]) - int(row[1]), int(row[1])
+                self._total = (key, (public + private, public))
             return self._total[1][0 if include_private else 1]
 
     def _vector_matrix(self) -> VectorMatrix | None:

@@ -141,6 +141,15 @@ class NotAllowed(PermissionError):
     """What a shared mode may not read (the main context bundle)."""
 
 
+def _try_lock(held: object, kind: int) -> bool:
+    """``kind`` of flock on ``held`` if nobody's lock is in the way now."""
+    try:
+        fcntl.flock(held, kind | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 class Memory:
     def __init__(self, cfg: Config, provider: Provider | None = None, offline_start: bool = False) -> None:
         """``offline_start`` (a mount): an index whose server cannot be reached now does not stop
@@ -170,7 +179,11 @@ class Memory:
         with open(self._setup, "a") as setup:
             fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
             try:
-                self.store: IndexStore = open_store(cfg, self.paths.index, self.paths.cache, wait=offline_start)
+                # Alone with the index (no other process holds it), its schema may be upgraded in
+                # place; the exclusive lock becomes the shared one at the end of this block.
+                alone = _try_lock(self._using, fcntl.LOCK_EX)
+                self.store: IndexStore = open_store(cfg, self.paths.index, self.paths.cache, wait=offline_start,
+                                                    migrate=alone)
             except IndexUnavailable as exc:
                 self._using.close()
                 raise IndexBusy(str(exc)) from None

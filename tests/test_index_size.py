@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
 from memfs.index.indexer import text_hash
 from memfs.index.store import FTS_TOKENIZER
 from memfs.index.text import fts_body
@@ -166,6 +168,21 @@ def test_an_index_of_schema_6_is_migrated_when_opened_and_answers_the_same(
         conn.execute("UPDATE meta SET value = '6' WHERE key = 'schema'")
     chunk_ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks ORDER BY id")]
     memory.close()
+    # While a process of the earlier memfs uses it (its shared lock), it is not migrated: that
+    # process would read a compact row's text as empty.  Opening says so, and changes nothing.
+    import fcntl
+
+    from memfs.memory import IndexBusy
+
+    with open(str(memory.paths.index) + ".lock", "a") as earlier:
+        fcntl.flock(earlier, fcntl.LOCK_SH)
+        with pytest.raises(IndexBusy, match="made by an earlier memfs and is in use by its running mount"):
+            make_memory(workspace)
+    import apsw
+
+    untouched = apsw.Connection(str(memory.paths.index))
+    assert untouched.execute("SELECT value FROM meta WHERE key = 'schema'").fetchone()[0] == "6"
+    untouched.close()
     memory = make_memory(workspace)
     assert memory.store.get_meta("schema") == "7" and not memory.store.outdated
     assert [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks ORDER BY id")] == chunk_ids

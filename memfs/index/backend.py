@@ -19,15 +19,16 @@ class IndexUnavailable(RuntimeError):
     pgvector or the schema, or a workspace without an id): said in one line."""
 
 
-def open_store(cfg: Config, index: Path, cache: Path, wait: bool = False) -> IndexStore:
+def open_store(cfg: Config, index: Path, cache: Path, wait: bool = False, migrate: bool = True) -> IndexStore:
     """The store ``cfg`` asks for; IndexUnavailable saying why there is none.  ``wait`` (a
     mount): a PostgreSQL server that cannot be reached now gives a store not opened yet, whose
     every call says IndexOffline until its server answers (:class:`memfs.index.pg.store.PgStore`);
-    what the server answers (a refused login, no schema) is an error all the same."""
+    what the server answers (a refused login, no schema) is an error all the same.  ``migrate``:
+    a SQLite index of an earlier schema may be brought up to date in place (nobody else uses it)."""
     if cfg.index.backend != "postgres":
         from memfs.index.store import Store
 
-        return Store(index, cache)
+        return Store(index, cache, migrate)
     from memfs.index.pg.connect import PgError
     from memfs.index.pg.store import PgStore
     from memfs.workspaceid import ID_FILE, WorkspaceIdError, read_id

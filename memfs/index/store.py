@@ -229,7 +229,10 @@ class Store:
     backend = "sqlite"
     sees_private = True  # a file of its user's: every row of the index
 
-    def __init__(self, path: Path, cache_path: Path) -> None:
+    def __init__(self, path: Path, cache_path: Path, migrate: bool = True) -> None:
+        """``migrate``: an index of an earlier schema that can be brought up to date in place is
+        (see :meth:`_migrate`); False when another process may be reading it (Memory knows), and
+        it is then ``outdated`` as any earlier index."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.cache_path = cache_path
@@ -243,7 +246,8 @@ class Store:
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
-        self._migrate()
+        if migrate:
+            self._migrate()
         # An index made by an earlier version is only read until it is rebuilt (Memory does).
         self.outdated = self._schema_found() not in (None, SCHEMA_VERSION)
         if not self.outdated:
@@ -277,7 +281,9 @@ class Store:
     def _migrate(self) -> None:
         """Schema 6 to 7 in place (three columns; no row is rewritten, so opening a large index
         stays instant): its unit rows keep their text and hex hashes, which are read as they
-        are, and rows written from now on are compact (see :mod:`memfs.index.unitrows`)."""
+        are, and rows written from now on are compact (see :mod:`memfs.index.unitrows`).  Only
+        with nobody else using the index: a running process of the earlier memfs would read a
+        compact row's text as empty."""
         if self._schema_found() != "6":
             return
         with self._writing():

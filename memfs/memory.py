@@ -75,7 +75,9 @@ from memfs.workspace import (
     classify,
     is_memory,
     iter_memory_files,
+    name_is_text,
     relative,
+    shown,
     timezone,
     today,
 )
@@ -520,7 +522,7 @@ class Memory:
         (their versions stay, with the deletion recorded)."""
         self._after_change(lambda history: history.removed(rel, who), rel)
         try:
-            paths = self.store.paths_under(rel)
+            paths = self.store.paths_under(shown(rel))  # a name that is not UTF-8 is indexed as shown()
             for path in paths:
                 self.indexer.remove(path)
         except IndexOffline as exc:
@@ -541,10 +543,16 @@ class Memory:
     def _index_moved(self, old: str, new: str) -> list[Outcome]:
         outcomes = []
         moved = set()
-        for path in self.store.paths_under(old):
-            target = new + path[len(old):]
-            outcomes.append(self.indexer.rename(path, target))
-            moved.add(target)
+        if name_is_text(old) and name_is_text(new):
+            for path in self.store.paths_under(old):
+                target = new + path[len(old):]
+                outcomes.append(self.indexer.rename(path, target))
+                moved.add(target)
+        else:
+            # A name that is not UTF-8 is indexed as shown() and holds no chunks (it is skipped):
+            # its rows go, and whatever arrived under the new name is indexed below.
+            for path in self.store.paths_under(shown(old)):
+                self.indexer.remove(path)
         full = self.cfg.workspace / new
         candidates = [new] if not full.is_dir() else [
             (Path(d).relative_to(self.cfg.workspace) / name).as_posix()

@@ -92,6 +92,31 @@ def test_names_that_are_not_utf8_do_not_stop_the_mount(mounted) -> None:
     assert mounted.search_json("bicycle chain")["results"]
 
 
+def test_a_name_that_is_not_utf8_is_renamed_and_removed_like_any_other(mounted) -> None:
+    """`mv` of such a memory file said EIO though it had moved (the index could not take the
+    name), so the kernel kept the old name on the file, and a write to it overwrote the file at
+    the new name (found by a newcomer walk); `rm` said EIO though the file was gone."""
+    mnt, ws = mounted.mnt, mounted.workspace
+    memory_dir = os.fsencode(mnt / "memory")
+    old, new = memory_dir + b"/y\xfe.md", memory_dir + b"/target.md"
+    with open(old, "wb") as f:
+        f.write(b"ORIGINAL\n")
+    os.rename(old, new)
+    assert not os.path.lexists(old) and open(new, "rb").read() == b"ORIGINAL\n"
+    assert [r["path"] for r in mounted.search_json("ORIGINAL")["results"]] == ["memory/target.md"]
+    with open(old, "wb") as f:  # the old name is a new file now
+        f.write(b"SECOND\n")
+    assert open(new, "rb").read() == b"ORIGINAL\n"
+    assert (ws / "memory" / "target.md").read_bytes() == b"ORIGINAL\n"
+    os.rename(new, memory_dir + b"/z\xff.md")  # and to such a name: no longer indexed
+    assert not mounted.search_json("ORIGINAL")["results"]
+    os.unlink(old)
+    os.unlink(memory_dir + b"/z\xff.md")
+    assert not [n for n in os.listdir(memory_dir) if b"\xfe" in n or b"\xff" in n]
+    (mnt / "memory" / "2026-11-08.md").write_text("- Tuned the ukulele.\n")
+    assert mounted.search_json("ukulele")["results"]
+
+
 def test_unlink_and_rename_move_the_index(mounted) -> None:
     mnt = mounted.mnt
     memory = mounted.memory()

@@ -19,7 +19,7 @@ from memfs import longpath
 from memfs.config import CONFIG_FILE
 from memfs.embedder import BackgroundEmbedder
 from memfs.memory import BESIDE, MOUNT, Memory, Provenance
-from memfs.workspace import is_memory
+from memfs.workspace import is_memory, shown
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,13 @@ class MemoryWrites:
         if rel == CONFIG_FILE and self.on_config_change is not None:
             await self.on_config_change()
         if self.is_memory(rel):
-            await trio.to_thread.run_sync(self.memory.path_removed, rel, who)
+            try:
+                await trio.to_thread.run_sync(self.memory.path_removed, rel, who)
+            except Exception:
+                # The file is gone already: an error here must not tell the kernel it is not (it
+                # would keep the name, and a write to it would land on whatever took its place).
+                log.exception("%s was removed, but its index rows were not: the next reconcile drops them",
+                              shown(rel))
 
     async def moved(self, old: str, new: str, who: Provenance = BESIDE) -> None:
         self.note_own(old)  # gone, or (RENAME_EXCHANGE) the other file now
@@ -170,7 +176,11 @@ class MemoryWrites:
             await self.on_config_change()
         if not (self.is_memory(old) or self.is_memory(new) or self._is_folder(new)):
             return  # a plain file moved (an editor's backup, a temp file): nothing to index
-        await trio.to_thread.run_sync(self.memory.path_moved, old, new, who)
+        try:
+            await trio.to_thread.run_sync(self.memory.path_moved, old, new, who)
+        except Exception:  # renamed already: as for a removal, the kernel must be told it was
+            log.exception("%s was renamed to %s, but its index was not updated: the next reconcile does it",
+                          shown(old), shown(new))
         self.embedder.kick()
 
     def _forget_writes(self, rel: str) -> None:

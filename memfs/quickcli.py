@@ -203,7 +203,9 @@ def _arguments(command: str, words: list[str], given: dict[str, list[str]]) -> d
         return {"path": words[0], "from_line": _count(given["from_line"]) if "from_line" in given else 1,
                 "lines": _count(given["lines"]) if "lines" in given else None, "json": "json" in given,
                 "messages": "messages" in given}
-    if command in ("status", "index", "sync"):
+    if command == "status":  # on a terminal, pending work is drawn as a bar (memfs.cli.status)
+        return {"json": "json" in given, "tty": sys.stdout.isatty()}
+    if command in ("index", "sync"):
         return {"json": "json" in given}
     if command == "history":
         if words and words[0] == "forget":

@@ -96,7 +96,9 @@ def click_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
     elif name == "get":
         args = {"path": p["path"], "from_line": p["from_line"], "lines": p["lines"], "json": p["as_json"],
                 "messages": p["messages"]}
-    elif name in ("status", "index", "sync"):
+    elif name == "status":
+        args = {"json": p["as_json"], "tty": sys.stdout.isatty()}  # a terminal gets a bar (a newcomer walk)
+    elif name in ("index", "sync"):
         args = {"json": p["as_json"]}  # (sync's message is read from stdin when it is asked)
     elif name == "history":
         args = {"path": p["path"], "versions": list(p["versions"]), "diff": p["diff"], "deleted": p["deleted"],

@@ -374,6 +374,12 @@ def test_what_a_daemon_cannot_settle_as_the_client_would_is_answered_by_the_clie
     finally:
         os.kill(served.pid, signal.SIGCONT)
     assert stopped.returncode == 0 and "answered in this process" in stopped.stderr
+    # A client's settings' warnings are its own: said on its terminal, not in the daemon's log.
+    stray = run("-v", "status", "-w", str(workspace), env={**env, "MEMFS_BOGUSVAR": "1"})
+    assert stray.returncode == 0 and "ignoring environment variable MEMFS_BOGUSVAR" in stray.stderr
+    served.send_signal(signal.SIGTERM)
+    _, logged = served.communicate(timeout=30)
+    assert "stopped serving" in logged and "MEMFS_BOGUSVAR" not in logged, logged
 
 
 def test_concurrent_questions_over_one_connection_get_their_own_answers(

@@ -281,6 +281,12 @@ class SocketServer:
             return {"status": "elsewhere", "why": "another environment (HOME, XDG_*, TZ)"}
         warned = _Warnings()
         logging.getLogger("memfs").addHandler(warned)
+        # What settling the client's settings logs is the client's (it says it itself), not for
+        # this daemon's log: one command with a stray MEMFS_ variable wrote its warning into the
+        # log of every daemon it asked (a newcomer walk found it in seven).
+        own_log = [h for h in logging.getLogger().handlers if h is not warned]
+        for handler in own_log:
+            handler.addFilter(warned.not_mine)
         try:
             cfg = resolve(invocation)
         except InvocationError:
@@ -289,6 +295,8 @@ class SocketServer:
             return {"status": "elsewhere", "why": f"settling the client's settings failed: {exc}"}
         finally:
             logging.getLogger("memfs").removeHandler(warned)
+            for handler in own_log:
+                handler.removeFilter(warned.not_mine)
         if warned.seen:  # the client prints those warnings itself, in its own process
             return {"status": "elsewhere", "why": "the settings come with warnings"}
         if cfg.mode == "main" and self.cfg.mode != "main":
@@ -335,3 +343,8 @@ class _Warnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.thread == self.thread:
             self.seen = True
+
+    def not_mine(self, record: logging.LogRecord) -> bool:
+        """A filter for the daemon's own log: nothing this thread logs while it settles a client's
+        settings (other threads' lines pass)."""
+        return record.thread != self.thread

@@ -239,7 +239,8 @@ class PgStore:
         user = self.conn.info.user
         if not rows:
             raise PgError(f"agent {agent!r} is not readable by role {user}: its owner grants it with `memfs pg grant "
-                          f"--agent {agent} --reader READER` (READER: the agent this login belongs to)")
+                          f"--agent {agent} --reader READER` (READER: the agent this login belongs to; with `--workspace "
+                          "THEIRS --reader-workspace MINE` when the two are not one workspace)")
         if rows[0][1] != workspace and len(rows) > 1:
             raise PgError(f"agent {agent!r} is readable in {len(rows)} workspaces ({', '.join(str(r[1]) for r in rows)})"
                           f": search it from one of them (--workspace)")

@@ -16,6 +16,9 @@ DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "loco
 # A fresh clone (CI) has no dev set beside it: then the LoCoMo day the tests ship is the text.
 OWN = Path(__file__).resolve().parent.parent / "tests" / "data"
 DAY_MS = 86_400_000
+# Each round is dated a day later, up to this many days: the dev set starts in 2023, and rounds
+# past late 2026 would be dated ahead of the day the tests run (refused as "more than a day ahead").
+ROUND_DAYS = 1000
 
 
 def _messages(dev: Path) -> list[dict]:
@@ -48,7 +51,8 @@ def _rounds(size: int, dev: Path, first_round: int, record_of) -> bytes:
 
 def sync_lines(size: int, dev: Path = DEV, tag: str = "b") -> bytes:
     """JSONL sync lines, ``size`` bytes or a little more."""
-    return _rounds(size, dev, 0, lambda m, r: {**m, "id": f"{m['id']}-{tag}{r}", "timestamp": m["timestamp"] + r * DAY_MS})
+    return _rounds(size, dev, 0, lambda m, r: {**m, "id": f"{m['id']}-{tag}{r}",
+                                               "timestamp": m["timestamp"] + (r % ROUND_DAYS) * DAY_MS})
 
 
 def session_header(ident: str = "import") -> bytes:
@@ -58,7 +62,7 @@ def session_header(ident: str = "import") -> bytes:
 def session_records(size: int, dev: Path = DEV, start_round: int = 0) -> bytes:
     """Transcript message records (no header), ``size`` bytes or a little more."""
     return _rounds(size, dev, start_round, lambda m, r: {
-        "type": "message", "id": f"{m['id']}-{r}", "timestamp": m["timestamp"] + r * DAY_MS,
+        "type": "message", "id": f"{m['id']}-{r}", "timestamp": m["timestamp"] + (r % ROUND_DAYS) * DAY_MS,
         "message": {"role": m["role"], "content": m["content"]}})
 
 

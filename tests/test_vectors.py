@@ -68,9 +68,11 @@ QUESTIONS = ["When did Caroline go to the LGBTQ support group?", "What did Melan
 
 def _unit_blobs(memory) -> dict[str, tuple[bytes, bytes]]:
     """unit hash -> (its stored vector, its float32 vector from the embedding cache)."""
+    from memfs.index.unitrows import HASH_SQL  # a unit's hash is kept as its 32 bytes (schema 7)
+
     rows = memory.store.conn.execute(
-        "SELECT u.hash, u.vector, c.vector FROM units u JOIN cache.embedding_cache c ON c.hash = u.hash "
-        "WHERE u.vector IS NOT NULL").fetchall()
+        f"SELECT {HASH_SQL} AS h, u.vector, c.vector FROM units u JOIN cache.embedding_cache c "
+        f"ON c.hash = {HASH_SQL} WHERE u.vector IS NOT NULL").fetchall()
     return {str(h): (bytes(stored), bytes(full)) for h, stored, full in rows}
 
 
@@ -105,8 +107,9 @@ def test_an_index_with_float16_unit_vectors_answers_and_takes_new_ones_packed(wo
     before = [memory.search(q, min_score=0).results for q in QUESTIONS]
     with memory.store.transaction(vectors_only=True) as conn:  # as earlier versions stored them
         for digest, (_, full) in _unit_blobs(memory).items():
-            conn.execute("UPDATE units SET vector = ? WHERE hash = ?",
-                         (np.frombuffer(full, dtype=np.float32).astype(np.float16).tobytes(), digest))
+            conn.execute("UPDATE units SET vector = ? WHERE hash IN (?, ?)",
+                         (np.frombuffer(full, dtype=np.float32).astype(np.float16).tobytes(), digest,
+                          bytes.fromhex(digest)))
     assert {len(s) for s, _ in _unit_blobs(memory).values()} == {2 * dims}
     memory.close()
     memory = make_memory(workspace)

@@ -208,6 +208,17 @@ def test_context_follows_a_time_zone_changed_in_memfs_toml_under_the_mount(works
     assert wait_until(lambda: first_line((m.mnt / "context" / "main.md").read_text()) == expected, timeout=20)
     cli = memfs_cli("context", "main", "-w", str(workspace), env=env)
     assert cli.returncode == 0 and cli.stdout == (m.mnt / "context" / "main.md").read_text()
+    # Taken when close() returns (at FLUSH), not when the kernel's RELEASE comes later: a second
+    # descriptor of the same open file keeps RELEASE back, as a busy machine may (a CI failure).
+    fd = os.open(m.mnt / ".memfs.toml", os.O_WRONLY | os.O_TRUNC)
+    os.write(fd, f'[bundle]\ntimezone = "{zones[1]}"\n'.encode())
+    kept = os.dup(fd)
+    try:
+        os.close(fd)
+        assert first_line((m.mnt / "context" / "main.md").read_text()) == \
+            f"# memfs context: main ({day_in(zones[1])})"
+    finally:
+        os.close(kept)
     log = next((m.state / "mounts").glob("*.log")).read_text()
     assert ".memfs.toml changed bundle.timezone: context/ follows it now" in log
     assert "keeps what it was mounted with" not in log

@@ -548,7 +548,7 @@ class Passthrough(pyfuse3.Operations):
         if not handle.dirty or not self.inodes.has_paths(handle.inode):
             return
         rel = self.inodes.path(handle.inode)
-        if memory_only and not self.writes.is_memory(rel):
+        if memory_only and not self.writes.settled_at_close(rel):
             return
         if memory_only and not handle.written:
             # Only truncated so far: a shell's `>` closes its first descriptor (after dup2) before
@@ -559,8 +559,8 @@ class Passthrough(pyfuse3.Operations):
 
     async def flush(self, fh: int) -> None:
         # close() returns after FLUSH (RELEASE comes later, asynchronously): index memory files
-        # here so a search right after close() sees the new content.  Anything else is settled
-        # at RELEASE, which close() does not wait for.
+        # (and take .memfs.toml's settings) here so a search right after close() sees the new
+        # content.  Anything else is settled at RELEASE, which close() does not wait for.
         handle = self.handles[fh]
         if handle.wrote:
             handle.wrote = False

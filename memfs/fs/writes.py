@@ -137,6 +137,11 @@ class MemoryWrites:
         if history is not None and history.unseen(rel):
             await trio.to_thread.run_sync(self.memory.before_change, rel)
 
+    def settled_at_close(self, rel: str) -> bool:
+        """Whether a write to ``rel`` is settled before close() returns (at FLUSH): memory files
+        (indexed) and the workspace's settings (a read right after close() must see them)."""
+        return rel == CONFIG_FILE or self.is_memory(rel)
+
     async def changed(self, rel: str, who: Provenance = BESIDE) -> None:
         """A file's content changed through the mount; keep the version and index it now if it
         is memory."""

@@ -61,3 +61,23 @@ def test_the_main_mode_is_told_the_rate_of_private_text_being_embedded_and_a_sha
     main, shared = memory.backlog(include_private=True), memory.backlog(include_private=False)
     assert main.rate > 0 and main.active and "should be done in" in main.line(), main
     assert shared.rate == 0 and not shared.active  # nothing public was embedded: nothing to tell it
+
+
+def test_the_last_written_file_first_though_its_chunks_were_made_before_an_earlier_ones(
+        workspace: Path, make_memory) -> None:
+    """A big write's exact chunks are made by the completion worker after files written later
+    (150 logs copied after an import waited behind it: a newcomer walk): the queue goes by when
+    a file was written, not by when its chunks were made."""
+    import os
+    import time
+
+    memory = make_memory(workspace)
+    earlier = write(workspace / "memory" / "2023-01-10.md", "# 2023-01-10\n\n- Imported: the ferry timetable.\n")
+    later = write(workspace / "memory" / "2023-01-11.md", "# 2023-01-11\n\n- Written last: the kayak rental.\n")
+    stamp = time.time()
+    os.utime(earlier, (stamp - 60, stamp - 60))
+    memory.file_changed("memory/2023-01-11.md")  # its chunks first (lower ids)
+    memory.file_changed("memory/2023-01-10.md")  # then the earlier file's, as the completion worker makes them
+    assert waiting(memory, "memory/2023-01-10.md") and waiting(memory, "memory/2023-01-11.md")
+    memory.embed_pending(limit=waiting(memory, "memory/2023-01-11.md"))
+    assert waiting(memory, "memory/2023-01-11.md") == 0 and waiting(memory, "memory/2023-01-10.md")

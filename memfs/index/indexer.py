@@ -596,7 +596,11 @@ class Indexer:
     def _tiers(self) -> tuple[dict[str, Any], ...]:
         """The embedding queue's parts, first to last (see Store.pending_chunks)."""
         first_recent = today(timezone(self.cfg.bundle.timezone)) - dt.timedelta(days=RECENT_DAYS - 1)
-        return ({"paths": LONG_TERM_NAMES}, {"since": first_recent.isoformat()}, {})
+        # Then the files written lately, by when they were written: a big write's exact chunks
+        # come from the completion worker after files written later, and took their place
+        # by chunk id (150 logs copied after an import waited behind it: a newcomer walk).
+        written = time.time() - RECENT_DAYS * 86400
+        return ({"paths": LONG_TERM_NAMES}, {"since": first_recent.isoformat()}, {"written_since": written}, {})
 
     def reconcile(self, progress: Progress | None = None,
                   hold: Callable[[str], AbstractContextManager[object]] | None = None) -> list[Outcome]:

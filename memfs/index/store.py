@@ -745,13 +745,24 @@ class Store:
     # everything, the last written first (chunk ids grow with every write).  Each is a range of
     # an index, so taking the next batch costs the same behind 200 passages or 200,000.
 
-    def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredChunk]:
+    def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None,
+                       written_since: float | None = None) -> list[StoredChunk]:
+        """Chunks waiting for a vector, at most ``limit``: of ``paths``, or dated from ``since`` on
+        (the latest day first), or of files written from ``written_since`` on (a time.time(); the
+        last written first), or any (the last indexed first)."""
         columns = "id, path, start_line, end_line, hash, text, jsonl"  # jsonl: how it is read (indexer.read_as)
-        if paths:
+        if written_since is not None:
+            # Every waiting chunk is looked at and sorted (0.6-0.8 s with 100k waiting and every
+            # file recent; a batch of them takes the model a minute), never the embedded ones.
+            sql = ("SELECT c.id, c.path, c.start_line, c.end_line, c.hash, c.text, c.jsonl FROM chunks c "
+                   "INDEXED BY chunks_pending CROSS JOIN files f ON f.path = c.path "
+                   "WHERE c.embedded = 0 AND f.mtime >= ? ORDER BY f.mtime DESC, c.id DESC LIMIT ?")
+            args: tuple[object, ...] = (written_since, limit)
+        elif paths:
             marks = ",".join("?" * len(paths))
             sql = (f"SELECT {columns} FROM chunks INDEXED BY chunks_path WHERE embedded = 0 AND path IN ({marks}) "
                    "ORDER BY id DESC LIMIT ?")
-            args: tuple[object, ...] = (*paths, limit)
+            args = (*paths, limit)
         elif since is not None:
             sql = (f"SELECT {columns} FROM chunks INDEXED BY chunks_day WHERE embedded = 0 AND last_day >= ? "
                    "ORDER BY last_day DESC, id DESC LIMIT ?")
@@ -782,14 +793,23 @@ class Store:
             units = self.conn.execute("SELECT count(*) FROM units WHERE vector IS NULL").fetchone()[0]
         return int(chunks) + int(units)
 
-    def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredUnit]:
+    def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None,
+                      written_since: float | None = None) -> list[StoredUnit]:
+        """Units waiting for a vector, in the order of :meth:`pending_chunks`."""
         columns = _UNIT_COLUMNS
-        if paths:
+        if written_since is not None:
+            # Through the waiting units alone (few by the time units are asked for alone: a chunk
+            # is embedded with its units), not every unit of every recent file (3 s at 100k chunks).
+            sql = (f"SELECT {columns} FROM units u INDEXED BY units_pending CROSS JOIN chunks c ON c.id = u.chunk_id "
+                   "CROSS JOIN files f ON f.path = c.path WHERE u.vector IS NULL AND f.mtime >= ? "
+                   "ORDER BY f.mtime DESC, u.id DESC LIMIT ?")
+            args: tuple[object, ...] = (written_since, limit)
+        elif paths:
             marks = ",".join("?" * len(paths))
             sql = (f"SELECT {columns} FROM chunks c INDEXED BY chunks_path CROSS JOIN units u ON u.chunk_id = c.id "
                    f"WHERE c.path IN ({marks}) "
                    "AND u.vector IS NULL ORDER BY u.id DESC LIMIT ?")
-            args: tuple[object, ...] = (*paths, limit)
+            args = (*paths, limit)
         elif since is not None:
             sql = (f"SELECT {columns} FROM chunks c INDEXED BY chunks_day CROSS JOIN units u ON u.chunk_id = c.id "
                    "WHERE c.last_day >= ? AND u.vector IS NULL ORDER BY c.last_day DESC, u.id DESC LIMIT ?")

@@ -856,10 +856,17 @@ class PgStore:
                          "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
                          (provider, model, digest, len(vector), vector))
 
-    def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredChunk]:
+    def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None,
+                       written_since: float | None = None) -> list[StoredChunk]:
         columns = "chunk_id, path, start_line, end_line, hash, text, jsonl"
         base = f"SELECT {columns} FROM memfs.chunks WHERE tenant_id = %s AND NOT embedded"
-        if paths:
+        if written_since is not None:
+            sql = ("SELECT c.chunk_id, c.path, c.start_line, c.end_line, c.hash, c.text, c.jsonl FROM memfs.files f "
+                   "JOIN memfs.chunks c ON c.tenant_id = f.tenant_id AND c.path = f.path WHERE f.tenant_id = %s "
+                   "AND c.tenant_id = %s AND f.mtime >= %s AND NOT c.embedded "
+                   "ORDER BY f.mtime DESC, c.chunk_id DESC LIMIT %s")
+            args: tuple[object, ...] = (self.tenant, self.tenant, written_since, limit)
+        elif paths:
             sql, args = f"{base} AND path = ANY (%s) ORDER BY chunk_id DESC LIMIT %s", (self.tenant, list(paths), limit)
         elif since is not None:
             sql = f"{base} AND last_day >= %s ORDER BY last_day COLLATE \"C\" DESC, chunk_id DESC LIMIT %s"
@@ -870,11 +877,18 @@ class PgStore:
             rows = self.conn.execute(sql, args).fetchall()
         return [StoredChunk(int(r[0]), *r[1:6], bool(r[6])) for r in rows]
 
-    def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None) -> list[StoredUnit]:
+    def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None,
+                      written_since: float | None = None) -> list[StoredUnit]:
         columns = ", ".join(f"u.{c}" for c in _UNIT_COLUMNS.split(", "))
         base = (f"SELECT {columns} FROM memfs.units u JOIN memfs.chunks c ON c.tenant_id = u.tenant_id "
                 "AND c.chunk_id = u.chunk_id WHERE u.tenant_id = %s AND c.tenant_id = %s AND u.packed IS NULL")
-        if paths:
+        if written_since is not None:
+            sql = (f"SELECT {columns} FROM memfs.files f JOIN memfs.chunks c ON c.tenant_id = f.tenant_id "
+                   "AND c.path = f.path JOIN memfs.units u ON u.tenant_id = c.tenant_id AND u.chunk_id = c.chunk_id "
+                   "WHERE f.tenant_id = %s AND c.tenant_id = %s AND u.tenant_id = %s AND f.mtime >= %s "
+                   "AND u.packed IS NULL ORDER BY f.mtime DESC, u.unit_id DESC LIMIT %s")
+            args: tuple[object, ...] = (self.tenant, self.tenant, self.tenant, written_since, limit)
+        elif paths:
             sql, args = (f"{base} AND c.path = ANY (%s) ORDER BY u.unit_id DESC LIMIT %s",
                          (self.tenant, self.tenant, list(paths), limit))
         elif since is not None:

@@ -158,16 +158,21 @@ def test_the_socket_is_the_users_alone(tmp_path: Path, served: subprocess.Popen)
     assert reply["status"] == "elsewhere" and served.poll() is None
 
 
+def _found_within(seconds: float, query: str, name: str, workspace: Path, env: dict[str, str]) -> str:
+    """`memfs search query` asked again until its answer names ``name`` or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    found = ""
+    while time.monotonic() < deadline and name not in found:
+        found = run("search", query, "-w", str(workspace), env=env).stdout
+        time.sleep(0.2)
+    return found
+
+
 def test_serve_keeps_the_index_current_and_stops_promptly(tmp_path: Path, workspace: Path,
                                                           served: subprocess.Popen) -> None:
     env = base_env(tmp_path)
     write(workspace / "memory" / "2026-11-20.md", "## 09:00\nThe ferry to Hydra leaves at 7:40.\n")
-    deadline = time.monotonic() + 30
-    found = ""
-    while time.monotonic() < deadline and "2026-11-20.md" not in found:
-        found = run("search", "ferry Hydra", "-w", str(workspace), env=env).stdout
-        time.sleep(0.2)
-    assert "memory/2026-11-20.md#L" in found
+    assert "memory/2026-11-20.md#L" in _found_within(30, "ferry Hydra", "2026-11-20.md", workspace, env)
     served.send_signal(signal.SIGTERM)
     _, err = served.communicate(timeout=30)
     assert "Traceback" not in err and "stopped serving" in err
@@ -193,12 +198,7 @@ def test_a_change_the_watcher_could_not_index_at_once_is_indexed_when_it_can(tmp
     finally:
         holder.execute("ROLLBACK")
         holder.close()
-    deadline = time.monotonic() + 30
-    found = ""
-    while time.monotonic() < deadline and "2026-11-21.md" not in found:
-        found = run("search", "gondola Zermatt", "-w", str(workspace), env=env).stdout
-        time.sleep(0.2)
-    assert "memory/2026-11-21.md#L" in found
+    assert "memory/2026-11-21.md#L" in _found_within(30, "gondola Zermatt", "2026-11-21.md", workspace, env)
 
 
 def test_sync_says_what_it_did_and_errors_once(tmp_path: Path, workspace: Path) -> None:

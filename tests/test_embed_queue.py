@@ -73,7 +73,7 @@ def test_the_last_written_file_first_though_its_chunks_were_made_before_an_earli
 
     memory = make_memory(workspace)
     earlier = write(workspace / "memory" / "2023-01-10.md", "# 2023-01-10\n\n- Imported: the ferry timetable.\n")
-    later = write(workspace / "memory" / "2023-01-11.md", "# 2023-01-11\n\n- Written last: the kayak rental.\n")
+    write(workspace / "memory" / "2023-01-11.md", "# 2023-01-11\n\n- Written last: the kayak rental.\n")
     stamp = time.time()
     os.utime(earlier, (stamp - 60, stamp - 60))
     memory.file_changed("memory/2023-01-11.md")  # its chunks first (lower ids)

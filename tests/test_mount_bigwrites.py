@@ -208,6 +208,23 @@ def test_a_daemon_stopped_before_the_exact_chunks_makes_them_at_its_next_start(
     assert after == in_one_step(tmp_path, make_memory, "memory/2023-05-08.md", data)
 
 
+def _zanzibarite_private_only(m, where: str) -> None:
+    """The word Zanzibarite is in the private keyword table only, no chunk ``where`` is public,
+    and a shared-mode search finds nothing."""
+    memory = m.memory(**{"embedding.provider": "none"})
+    try:
+        conn = memory.store.conn
+        match = "SELECT count(*) FROM {} WHERE {} MATCH 'zanzibarite'"
+        assert conn.execute(match.format("chunks_fts", "chunks_fts")).fetchone()[0] == 0
+        assert conn.execute(match.format("private_fts", "private_fts")).fetchone()[0] >= 1
+        assert conn.execute(f"SELECT count(*) FROM chunks WHERE {where} AND private = 0").fetchone()[0] == 0
+    finally:
+        memory.close()
+    shared = memfs_cli("search", "--json", "Zanzibarite", "-w", str(m.workspace), "--mode", "shared",
+                       env={"MEMFS_STATE_DIR": str(m.state)})
+    assert shared.returncode == 0 and json.loads(shared.stdout)["results"] == []
+
+
 def test_a_big_private_file_stays_private_before_and_after_its_exact_chunks(
         workspace: Path, mount_factory) -> None:
     m = mount_factory(workspace, "main", "--set", "embedding.provider=none")
@@ -215,18 +232,7 @@ def test_a_big_private_file_stays_private_before_and_after_its_exact_chunks(
     (m.mnt / "MEMORY.md").write_bytes(data)
 
     def private_only() -> None:
-        memory = m.memory(**{"embedding.provider": "none"})
-        try:
-            conn = memory.store.conn
-            match = "SELECT count(*) FROM {} WHERE {} MATCH 'zanzibarite'"
-            assert conn.execute(match.format("chunks_fts", "chunks_fts")).fetchone()[0] == 0
-            assert conn.execute(match.format("private_fts", "private_fts")).fetchone()[0] >= 1
-            assert conn.execute("SELECT count(*) FROM chunks WHERE path = 'MEMORY.md' AND private = 0").fetchone()[0] == 0
-        finally:
-            memory.close()
-        shared = memfs_cli("search", "--json", "Zanzibarite", "-w", str(m.workspace), "--mode", "shared",
-                           env={"MEMFS_STATE_DIR": str(m.state)})
-        assert shared.returncode == 0 and json.loads(shared.stdout)["results"] == []
+        _zanzibarite_private_only(m, "path = 'MEMORY.md'")
         assert m.search_json("Zanzibarite")["results"][0]["path"] == "MEMORY.md"
 
     assert provisional(m) == ["MEMORY.md"]
@@ -436,19 +442,7 @@ def test_a_big_sync_batch_into_private_day_files_stays_private_before_and_after_
     (m.mnt / "clawgpt-memory" / "2023-05-08.jsonl").write_bytes(data)
 
     def private_only() -> None:
-        memory = m.memory(**{"embedding.provider": "none"})
-        try:
-            conn = memory.store.conn
-            match = "SELECT count(*) FROM {} WHERE {} MATCH 'zanzibarite'"
-            assert conn.execute(match.format("chunks_fts", "chunks_fts")).fetchone()[0] == 0
-            assert conn.execute(match.format("private_fts", "private_fts")).fetchone()[0] >= 1
-            assert conn.execute("SELECT count(*) FROM chunks WHERE path LIKE 'clawgpt-memory/%' "
-                                "AND private = 0").fetchone()[0] == 0
-        finally:
-            memory.close()
-        shared = memfs_cli("search", "--json", "Zanzibarite", "-w", str(m.workspace), "--mode", "shared",
-                           env={"MEMFS_STATE_DIR": str(m.state)})
-        assert shared.returncode == 0 and json.loads(shared.stdout)["results"] == []
+        _zanzibarite_private_only(m, "path LIKE 'clawgpt-memory/%'")
         assert m.search_json("Zanzibarite")["results"][0]["path"].startswith("clawgpt-memory/")
 
     assert provisional(m)

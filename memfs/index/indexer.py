@@ -385,11 +385,8 @@ class Indexer:
         if warning:
             log.warning("%s: %s; the rest is indexed", rel, warning)
         tail = _tail_hash_of(data)
-        if len(data) > FULL_HASH_BYTES:
-            identity = f"size:{len(data)}:tail:{tail}"
-        else:  # a day file is mostly smaller than the tail hashed: then the two are one hash
-            identity = tail if len(data) <= TAIL_BYTES else hashlib.sha256(data).hexdigest()
-        record = FileRecord(rel, kind.value, identity, st.st_mtime, st.st_size, 0, "", private, warning, tail)
+        record = FileRecord(rel, kind.value, _identity_of(data, tail), st.st_mtime, st.st_size, 0, "", private,
+                            warning, tail)
         return self._provisional(rel, text, _Read(text, record, data=data))
 
     def complete(self, rel: str) -> Outcome | None:
@@ -683,6 +680,14 @@ def _identity(fd: int, size: int) -> str:
     if size <= FULL_HASH_BYTES:
         return hashlib.sha256(_read_from(fd, 0)).hexdigest()
     return f"size:{size}:tail:{_tail_hash(fd, size)}"
+
+
+def _identity_of(data: bytes, tail: str) -> str:
+    """:func:`_identity` of a file holding exactly ``data``, whose :func:`_tail_hash_of` is
+    ``tail`` (a file no longer than the tail hashed: the two are one hash, made once)."""
+    if len(data) > FULL_HASH_BYTES:
+        return f"size:{len(data)}:tail:{tail}"
+    return tail if len(data) <= TAIL_BYTES else hashlib.sha256(data).hexdigest()
 
 
 @dataclass

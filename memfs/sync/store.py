@@ -134,6 +134,7 @@ def _day_span(day: dt.date, tz: dt.tzinfo) -> tuple[int, int]:
 
 
 def _write_all(fd: int, data: bytes) -> None:
+    """All of ``data``, or the error saying why not (a short write: a full disk)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
@@ -283,9 +284,7 @@ class SyncStore:
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 prefix = b"\n"  # never glue our line onto a line someone left unfinished
             data = prefix + b"\n".join(lines) + b"\n"
-            written = os.write(fd, data)
-            if written != len(data):  # a full disk: the rest, or the error saying why
-                _write_all(fd, data[written:])
+            _write_all(fd, data)
             if sync:
                 os.fsync(fd)
             after = os.fstat(fd)

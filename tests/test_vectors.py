@@ -10,6 +10,7 @@ import numpy as np
 from memfs.index import store as store_module
 from memfs.index.chunking import Chunk
 from memfs.index.store import FileRecord, Store
+from memfs.index import vectors as vectors_module
 from memfs.index.vectors import VectorMatrix
 
 
@@ -60,6 +61,47 @@ def test_matrix_reuses_free_rows() -> None:
     matrix.add(9, rows[1].tobytes())
     assert len(matrix) == 4 and matrix.knn(rows[1], 1) == [(9, 1.0)]
     assert matrix.similarity(rows[0], [1, 2]) == {1: 1.0}
+
+
+def _exact_knn(matrix: VectorMatrix, vectors: dict[int, np.ndarray], private: set[int], query: np.ndarray,
+               k: int, include_private: bool) -> list[int]:
+    """The k nearest chunk ids by one float32 product over every vector, equal scores by id."""
+    ids = sorted(c for c in vectors if include_private or c not in private)
+    scores = np.stack([vectors[c] for c in ids]) @ query
+    return [ids[i] for i in np.lexsort((ids, -scores))[:k]]
+
+
+def test_large_matrix_finds_the_nearest_through_int8_codes_exactly() -> None:
+    """Past COARSE_MIN_ROWS the nearest are found through int8 codes and a bound on their error:
+    the same chunks, in the same order, with the same float32 scores as a product over every
+    vector, on clustered vectors (near-equal scores are common: a bound too tight loses some)."""
+    rng = np.random.default_rng(5)
+    count, dims = vectors_module.COARSE_MIN_ROWS + 3_000, 64
+    centres = rng.standard_normal((40, dims)).astype(np.float32)
+    rows = centres[rng.integers(0, 40, count)] + 0.35 * rng.standard_normal((count, dims)).astype(np.float32)
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    rows[11] = rows[12]  # two chunks with one vector: equal scores, ordered by id
+    matrix = VectorMatrix(dims)
+    matrix.load([(i + 1, rows[i].tobytes(), i % 9 == 0) for i in range(count)])
+    vectors = {i + 1: rows[i] for i in range(count)}
+    private = {i + 1 for i in range(count) if i % 9 == 0}
+    for chunk_id in range(100, 400, 7):  # free rows, then some taken again by new chunks
+        matrix.remove(chunk_id)
+        del vectors[chunk_id]
+    for chunk_id in range(count + 1, count + 30):
+        vector = _unit(rng, 1)[0].repeat(4)
+        vector /= np.linalg.norm(vector)
+        matrix.add(chunk_id, vector.tobytes())
+        vectors[chunk_id] = vector
+    assert matrix.used >= vectors_module.COARSE_MIN_ROWS
+    for trial in range(120):
+        query = rows[rng.integers(0, count)] + 0.25 * rng.standard_normal(dims).astype(np.float32)
+        query = (query / np.linalg.norm(query)).astype(np.float32)
+        for include_private in (True, False):
+            found = matrix.knn(query, 50, include_private)
+            assert [c for c, _ in found] == _exact_knn(matrix, vectors, private, query, 50, include_private), trial
+            assert all(score == float(vectors[c] @ query) or abs(score - float(vectors[c] @ query)) < 1e-6
+                       for c, score in found)
 
 
 QUESTIONS = ["When did Caroline go to the LGBTQ support group?", "What did Melanie paint recently?",

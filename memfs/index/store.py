@@ -127,14 +127,18 @@ class StoredUnit:
 
     @classmethod
     def from_rows(cls, rows: Iterable[Sequence[object]]) -> list[StoredUnit]:
-        """Units from rows of their fields in order, made without ``__init__``: a search reads
-        ~900, and a frozen dataclass's ``__init__`` sets each field through
-        ``object.__setattr__`` (2.5 us a unit; 1 us this way)."""
+        """Units from rows of their fields in order (the hash as text or as its 32 bytes), made
+        without ``__init__``: a search reads ~900, and a frozen dataclass's ``__init__`` sets each
+        field through ``object.__setattr__`` (2.5 us a unit; 1 us this way)."""
         make, names = object.__new__, _UNIT_FIELDS
         out = []
         for row in rows:
             unit = make(cls)
-            unit.__dict__.update(zip(names, row))
+            fields = unit.__dict__
+            fields.update(zip(names, row))
+            digest = fields["hash"]
+            if digest.__class__ is bytes:  # as schema 7 keeps it (see _UNITS_AS_STORED)
+                fields["hash"] = digest.hex()
             out.append(unit)
         return out
 
@@ -182,6 +186,9 @@ def _nearest(matrix: VectorMatrix, query: Callable[[], np.ndarray | None], k: in
 # A unit row as StoredUnit holds it: its text from its chunk's (a span) or its own (see
 # memfs.index.unitrows); read with ``units u CROSS JOIN chunks c ON c.id = u.chunk_id``.
 _UNIT_COLUMNS = f"u.id, u.chunk_id, u.start_line, u.end_line, {HASH_SQL}, {TEXT_SQL}, u.context, u.vector, u.reading"
+# The same with the hash as stored, for StoredUnit.from_rows: SQLite's lower(hex()) took a third of
+# reading a search's ~900 units (1.1 of 3.0 ms for 480 at 100k chunks), bytes.hex() a few us.
+_UNITS_AS_STORED = f"u.id, u.chunk_id, u.start_line, u.end_line, u.hash, {TEXT_SQL}, u.context, u.vector, u.reading"
 
 
 def _unit_row(lines: ChunkLines | None, chunk_id: int, start_line: int, end_line: int, digest: str, text: str,
@@ -242,7 +249,6 @@ class Store:
         self._writes = 0  # bumped by every transaction of this connection
         self._depth = 0  # transactions open on this connection (a batch holds one)
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
-        self._frequencies: tuple[object, dict[str, int]] = (None, {})
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
@@ -830,7 +836,7 @@ class Store:
         marks = ",".join("?" * len(wanted))
         with self.lock:
             rows = self.conn.execute(
-                f"SELECT {_UNIT_COLUMNS} FROM units u CROSS JOIN chunks c ON c.id = u.chunk_id "
+                f"SELECT {_UNITS_AS_STORED} FROM units u CROSS JOIN chunks c ON c.id = u.chunk_id "
                 f"WHERE u.chunk_id IN ({marks}) ORDER BY u.chunk_id, u.start_line, u.id", wanted).fetchall()
             lines = self.conn.execute(
                 f"SELECT id, start_line, text FROM chunks WHERE embedded = {PROVISIONAL} AND id IN ({marks})",
@@ -991,42 +997,43 @@ class Store:
     def _phrases(self, table: str, terms: list[str]) -> list[topk.Phrase]:
         """Each term's phrase with the rows holding it when it is one token (FTS5's vocabulary)."""
         tokens = [phrase_tokens(t) for t in terms]
-        # Remembered until the index changes, as doc_frequencies' are: a vocabulary row counts
-        # its term's rows by reading its posting list (~2 ms for a word in most chunks at 100k).
+        docs = self._term_rows(table, [t[0] for t in tokens if len(t) == 1])
+        return [topk.Phrase(match_expression([term]) or "", docs[t[0]] if len(t) == 1 else None)
+                for term, t in zip(terms, tokens)]
+
+    def _term_rows(self, table: str, tokens: Iterable[str]) -> dict[str, int]:
+        """How many rows of ``table`` hold each token (0: none, or not a token the index makes).
+        Remembered until the index changes (chunk_total's key): a vocabulary row counts its term's
+        rows by reading its posting list (~0.7-2 ms a word at 100k chunks), and a search asks
+        about the same words three times (which to match, their bounds, their weights), agents
+        about the same words again."""
         self.chunk_total()
         key = self._total[0] if self._total else None
         if self._vocabulary[0] != key or len(self._vocabulary[1]) > 100_000:
             self._vocabulary = (key, {})
         docs = self._vocabulary[1]
-        single = sorted({(table, t[0]) for t in tokens if len(t) == 1} - docs.keys())
-        if single:
-            marks = ",".join("?" * len(single))
-            for _, token in single:
+        wanted = set(tokens)
+        missing = sorted(token for token in wanted if (table, token) not in docs)
+        if missing:
+            for token in missing:
                 docs[(table, token)] = 0
-            for term, doc in self.conn.execute(f"SELECT term, doc FROM {table}_vocab WHERE term IN ({marks})",
-                                               [token for _, token in single]):
-                docs[(table, str(term))] = int(doc)
-        return [topk.Phrase(match_expression([term]) or "", docs[(table, t[0])] if len(t) == 1 else None)
-                for term, t in zip(terms, tokens)]
+            for begin in range(0, len(missing), 500):
+                part = missing[begin : begin + 500]
+                for term, doc in self.conn.execute(
+                        f"SELECT term, doc FROM {table}_vocab WHERE term IN ({','.join('?' * len(part))})", part):
+                    docs[(table, str(term))] = int(doc)
+        return {token: docs[(table, token)] for token in wanted}
 
     def doc_frequencies(self, terms: list[str], include_private: bool = True) -> tuple[dict[str, int], int]:
         """How many chunks contain each (already lower-cased) term, and how many chunks there are.
         A term stemmed differently by the porter tokenizer is simply not found (frequency 0)."""
         with self.lock:
             total = self.chunk_total(include_private)
-            # Remembered until the index changes (chunk_total's key): a search asks twice (which
-            # terms to match, then their weights), and agents ask about the same words again;
-            # each lookup in the vocabulary costs ~0.7 ms at 100k chunks.
-            key = (self._total[0] if self._total else None, include_private)
-            if self._frequencies[0] != key or len(self._frequencies[1]) > 100_000:
-                self._frequencies = (key, {})
-            known = self._frequencies[1]
-            for term in terms:
-                if term not in known:
-                    known[term] = sum(int(row[0]) for table in self._tables(include_private)
-                                      for row in self.conn.execute(f"SELECT doc FROM {table}_vocab WHERE term = ?",
-                                                                   (term,)))
-            return {term: known[term] for term in terms}, total
+            found = {term: 0 for term in terms}
+            for table in self._tables(include_private):
+                for term, rows in self._term_rows(table, terms).items():
+                    found[term] += rows
+            return found, total
 
     def chunk_total(self, include_private: bool = True) -> int:
         """How many chunks the index holds (public ones only, if asked); cached until this or

@@ -28,7 +28,7 @@ import datetime as dt
 import functools
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
 
@@ -335,6 +335,26 @@ def _vectors(units: list[StoredUnit], dims: int) -> np.ndarray:
     return unpack_unit_vectors([u.vector for u in units], dims)
 
 
+class _Rows(Mapping[int, "np.ndarray"]):
+    """Unit id -> its row of the candidates' vector matrix, made when asked: a snippet and MMR
+    read a few dozen of ~900 (a view for each cost ~1 ms a search)."""
+
+    def __init__(self, matrix: np.ndarray, rows: dict[int, int]) -> None:
+        self.matrix, self.rows = matrix, rows
+
+    def __getitem__(self, unit_id: int) -> np.ndarray:
+        return self.matrix[self.rows[unit_id]]
+
+    def __contains__(self, unit_id: object) -> bool:
+        return unit_id in self.rows
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
 @dataclass
 class Scored:
     """A query's candidates: every unit of the candidate chunks, scored."""
@@ -342,7 +362,7 @@ class Scored:
     ranked: list[_Scored]  # best first; a unit in two overlapping chunks once, with its better score
     units: dict[int, list[StoredUnit]]  # chunk id -> its units in file order
     scores: dict[int, float]  # unit id -> score
-    vectors: dict[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
+    vectors: Mapping[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
 
 
 def score_units(store: IndexStore, query: str, query_vector: QueryVector, include_private: bool,
@@ -400,10 +420,12 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     if added:
         chunks.update(added)
         more = store.units_of(added)
-        # In the order one read of all candidates gives (units_of's), which ties keep.
-        merged = sorted(zip(units + more, present + matched(more)),
-                        key=lambda pair: (pair[0].chunk_id, pair[0].start_line, pair[0].id))
-        units, present = [u for u, _ in merged], [held for _, held in merged]
+        # In the order one read of all candidates gives (units_of's: by chunk, then line), which
+        # ties keep.  Each side is in that order and the two hold different chunks, so ordering
+        # by chunk alone (a stable sort) gives it.
+        both, held = units + more, present + matched(more)
+        order = sorted(range(len(both)), key=[u.chunk_id for u in both].__getitem__)
+        units, present = [both[i] for i in order], [held[i] for i in order]
     if not chunks or not units:
         return Scored([], {}, {})
     chunk_cos = dict(vector)
@@ -420,7 +442,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     else:
         unit_cos = np.full(len(units), np.nan)
     embedded = (~np.isnan(matrix[:, 0])).tolist() if dims else [False] * len(units)
-    vectors = {u.id: row for u, row, has in zip(units, matrix, embedded) if has}
+    vectors = _Rows(matrix, {u.id: row for row, (u, has) in enumerate(zip(units, embedded)) if has})
     around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)
     own_cos = unit_cos
     unit_cos = np.where(np.isnan(unit_cos), around, unit_cos)  # a unit not embedded yet: its chunk's
@@ -472,7 +494,7 @@ def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Sco
 
 
 def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int,
-            vectors: dict[int, np.ndarray], pooled: bool = False) -> tuple[int, int, str]:
+            vectors: Mapping[int, np.ndarray], pooled: bool = False) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
     its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
@@ -664,7 +686,7 @@ def _trimmed(chunk: StoredChunk, units: list[StoredUnit], piece: tuple[int, int]
 
 
 def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float,
-              vectors: dict[int, np.ndarray]) -> _Scored:
+              vectors: Mapping[int, np.ndarray]) -> _Scored:
     """Maximal marginal relevance: the unit whose score, less its similarity to what is already
     chosen, is highest (lambda weighs the two)."""
     if not chosen:

@@ -147,6 +147,10 @@ def test_a_unit_keeps_no_copy_of_its_chunks_text(workspace: Path, make_memory, l
     for unit in _units(memory):
         assert unit.text.strip() and "\n\n" not in unit.text
         assert unit.hash == text_hash(unit.embedding_text)
+    # A search has the chunks' texts already and cuts its units' texts from them: the same units.
+    ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    texts = {chunk_id: chunk.text for chunk_id, chunk in memory.store.chunks_by_id(ids).items()}
+    assert memory.store.units_of(ids, texts) == _units(memory)
     assert memory.store.pending_count() == 0  # every unit's vector found its row by its hash
 
 

@@ -405,7 +405,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     keyword_ids = [cid for cid, _ in keyword]
     chunks = visible(keyword_ids)
     weights = query_weights(store, terms, include_private)
-    units = store.units_of(chunks)
+    units = store.units_of(chunks, {cid: c.text for cid, c in chunks.items()})
     present = matched(units)
     vector: list[tuple[int, float]] = []
     if nearest is not None:
@@ -419,7 +419,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     added = visible(list(dict.fromkeys(cid for cid, _ in vector if cid not in known)))
     if added:
         chunks.update(added)
-        more = store.units_of(added)
+        more = store.units_of(added, {cid: c.text for cid, c in added.items()})
         # In the order one read of all candidates gives (units_of's: by chunk, then line), which
         # ties keep.  Each side is in that order and the two hold different chunks, so ordering
         # by chunk alone (a stable sort) gives it.

@@ -41,7 +41,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 
@@ -919,9 +919,9 @@ class PgStore:
                                     "chunk_id = ANY (%s) LIMIT 1", (self.tenant, list(chunk_ids))).fetchone()
         return row is not None
 
-    def units_of(self, chunk_ids: Iterable[int]) -> list[StoredUnit]:
+    def units_of(self, chunk_ids: Iterable[int], texts: Mapping[int, str] | None = None) -> list[StoredUnit]:
         """The units of the given chunks, in file order (a provisional chunk's lines as units, as
-        the SQLite store gives them)."""
+        the SQLite store gives them).  ``texts`` is not needed: a unit row keeps its text."""
         wanted = list(chunk_ids)
         if not wanted:
             return []

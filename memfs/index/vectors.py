@@ -1,7 +1,9 @@
 """An in-memory copy of the index's vectors for exact KNN by one matrix product.
 
 sqlite-vec's KNN over float vectors scans its chunks in SQLite (about 37 ms at 100k x 384 here);
-a float32 matrix product over the same vectors takes about 5 ms.  The store keeps this copy in
+a float32 matrix product over the same vectors 17-20 ms, and the two passes of
+:meth:`VectorMatrix.knn` (int8 codes, then the few rows that may be nearest) 11-12 ms, with the
+same answer.  The store keeps this copy in
 step with its own writes and reloads it when another connection changed the database (SQLite's
 ``PRAGMA data_version``).  Small indexes do not need it and use sqlite-vec's KNN directly.
 
@@ -16,8 +18,8 @@ thresholds and rankings are fitted on (tests/test_vectors.py measures it).  Blob
 float16 by earlier versions (``2 * dims`` bytes) are still read, so an existing index keeps
 answering without a rebuild; its units are re-encoded as they are rewritten.
 
-The KNN's matrix product runs on one BLAS thread: it reads every vector once (memory-bound, ~150
-MB at 100k chunks), so a second thread gains little on a quiet machine, and on a busy one (2
+The KNN's matrix product runs on one BLAS thread: it reads every vector once (memory-bound, ~40
+MB of codes at 100k chunks), so a second thread gains little on a quiet machine, and on a busy one (2
 cores shared with other work) OpenBLAS's second thread spinning for a core made a 10k-chunk
 product take 40 ms instead of 2 ms.  A search runs it beside its keyword side (see
 :meth:`memfs.index.store.Store.nearest_later`), which needs the other core.

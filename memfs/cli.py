@@ -237,6 +237,7 @@ def _bar(label: str, rate: bool = False) -> tuple[Callable[[int, int], None], Ca
                                              item_show_func=(lambda _: speed(state["done"], total).split(",")[0])
                                              if rate else None)
             state["bar"].__enter__()
+        state["bar"].length = max(total, done)  # the backlog grows when a big write's exact chunks arrive
         state["bar"].update(done - state["done"], current_item=done)
         state["done"] = done
 

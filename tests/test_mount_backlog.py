@@ -8,10 +8,14 @@ import datetime as dt
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from mounts import memfs_cli, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import bigwrites  # noqa: E402
 
 pytestmark = pytest.mark.fuse
 
@@ -112,3 +116,35 @@ def test_status_shows_the_backlog_progress_rate_and_time_left(mounted) -> None:
     info = json.loads(memfs_cli("status", "--json", "-w", str(mounted.workspace),
                                 env={"MEMFS_STATE_DIR": str(mounted.state)}).stdout)
     assert info["pending"] > 0 and info["embed_rate"] > 0 and info["seconds_left"] > 0 and info["embedding_now"]
+
+
+def test_the_share_embedded_does_not_fall_back_when_a_big_writes_exact_chunks_arrive(mounted, tmp_path: Path) -> None:
+    """A big write is found by keyword first and chunked exactly after (memfs.index.deferred):
+    the passages it will make are counted as waiting from the start (estimated), so the share
+    of the backlog embedded does not drop when they arrive (a newcomer saw 65%, then 2%)."""
+    env = {"MEMFS_STATE_DIR": str(mounted.state)}
+
+    def status() -> dict:
+        return json.loads(memfs_cli("status", "--json", "-w", str(mounted.workspace), env=env).stdout)
+
+    assert wait_until(lambda: status()["pending"] == 0, timeout=120, step=0.5)  # the template's files
+    embedded = status()["passages"]
+    source = tmp_path / "import.jsonl"
+    source.write_bytes(bigwrites.transcript(16 << 20))
+    (mounted.mnt / "sessions").mkdir(exist_ok=True)
+    subprocess.run(["cp", str(source), str(mounted.mnt / "sessions" / "import.jsonl")], check=True)
+    shown = memfs_cli("status", "-w", str(mounted.workspace), env=env).stdout
+    assert "chunking:   1 big write found by keyword, being chunked: sessions/import.jsonl" in shown, shown
+    line = next(line for line in shown.splitlines() if line.startswith("pending:"))
+    found = re.match(r"pending:\s+(\d+) passage\(s\) waiting for an embedding \(about (\d+) of them to come from "
+                     r"the 1 big write being chunked; (\d+)% of (\d+) embedded; ", line)
+    assert found, line
+    waiting, coming, _, total = (int(n) for n in found.groups())
+    assert total - waiting == embedded  # the keyword rows are not counted as embedded, nor at all
+    assert coming > 100_000  # 16 MB of chat: some 6,300 messages, two passages each and more
+    assert wait_until(lambda: not status()["provisional"], timeout=600, step=0.5)
+    after = status()
+    assert after["pending_estimated"] == 0 and after["passages"] == after["chunks"] + after["units"]
+    done = after["passages"] - after["pending"]
+    assert done >= embedded and done / after["passages"] >= embedded / total, (after, embedded, total)
+    print(f"estimated {coming} passages to come; {after['passages'] - embedded} came")

@@ -56,7 +56,7 @@ def daemon_progress(invocation: Invocation, update: Callable[[int, int], None]) 
     stop = threading.Event()
 
     def watch() -> None:
-        first: int | None = None
+        base: int | None = None
         while not stop.wait(1.0):
             client = Client(invocation)
             try:
@@ -65,9 +65,15 @@ def daemon_progress(invocation: Invocation, update: Callable[[int, int], None]) 
                 client.close()
             if answer is None or answer.error is not None:
                 continue
-            pending = int(json.loads(answer.stdout).get("pending", 0))
-            first = pending if first is None else max(first, pending)
-            update(first - pending, first)
+            info = json.loads(answer.stdout)
+            # What waits includes the passages big writes still being chunked will make (an
+            # estimate): done is what got its vector since the command began, so it does not
+            # fall back when their exact chunks arrive (it did, measured as the first count
+            # waiting less the count waiting now).
+            waiting = int(info.get("pending", 0)) + int(info.get("pending_estimated") or 0)
+            embedded = max(0, int(info.get("passages") or 0) - waiting)
+            base = embedded if base is None else min(base, embedded)
+            update(embedded - base, embedded - base + waiting)
 
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()

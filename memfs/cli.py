@@ -787,14 +787,15 @@ def _serve(workspace_dir: Path | None, opts: dict[str, Any], idle: float | None 
             os.chdir("/")  # settled: it must not keep a folder busy (a mount cannot be unmounted under it)
             if idle is None:
                 idle = cfg.daemon.idle_s
-        left = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready).run()
+        daemon = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready)
+        left = daemon.run()
     except click.ClickException as exc:
         ready(f"error: {exc.format_message()}")
         raise
     finally:
         ready("error: it stopped before serving (see its log)")
     if left:
-        click.echo(f"stopped; {left} passages wait for an embedding (the next start embeds them)", err=True)
+        click.echo(f"stopped; {left} passages wait for an embedding: {daemon.embedded_by()}", err=True)
 
 
 @main.command()

@@ -148,3 +148,22 @@ def test_the_share_embedded_does_not_fall_back_when_a_big_writes_exact_chunks_ar
     done = after["passages"] - after["pending"]
     assert done >= embedded and done / after["passages"] >= embedded / total, (after, embedded, total)
     print(f"estimated {coming} passages to come; {after['passages'] - embedded} came")
+
+
+def test_unmounting_one_of_two_mounts_says_the_other_embeds_what_is_left(workspace: Path, mount_factory) -> None:
+    first = mount_factory(workspace)
+    second = mount_factory(workspace)  # the same workspace and agent: one index, both embed it
+    make_backlog(first, 1500)
+    out = memfs_cli("umount", str(first.mnt), env={"MEMFS_STATE_DIR": str(first.state)}, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"^unmounted: {re.escape(str(first.mnt))} \(\d+ passages wait for an embedding: the mount on "
+                     rf"{re.escape(str(second.mnt))} \(pid {second.pid}\), still running, embeds them\)$",
+                     out.stdout.strip()), out.stdout
+    memory = second.memory()
+    try:  # and it does
+        left = memory.pending
+        assert left and wait_until(lambda: memory.pending < left, timeout=60)
+    finally:
+        memory.close()
+    out = memfs_cli("umount", str(second.mnt), env={"MEMFS_STATE_DIR": str(second.state)}, timeout=60)
+    assert out.returncode == 0 and "the next mount or `memfs index` embeds them" in out.stdout, out.stdout

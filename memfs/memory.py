@@ -59,7 +59,7 @@ from memfs.index.across import NotReadable  # noqa: F401  (front ends take it fr
 from memfs.index.backend import IndexUnavailable, open_store
 from memfs.index.interface import IndexOffline, IndexStore  # noqa: F401  (front ends take IndexOffline from here)
 from memfs.index.outage import Outage
-from memfs.indexmove import MoveRefused, move_index  # noqa: F401  (front ends take them from here)
+from memfs.indexmove import IndexInUse, MoveRefused, move_index  # noqa: F401  (front ends take them from here)
 from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render

@@ -25,17 +25,18 @@ NOTE = "The plumber comes on Thursday morning to fix the leaking kitchen sink.\n
 MEANING = "appointment to repair a dripping faucet"  # not one word in common with NOTE
 
 
-def make_backlog(mounted, passages: int = BACKLOG) -> int:
+def make_backlog(mounted, passages: int = BACKLOG, tag: str = "") -> int:
     """Old history copied in through the mount: a real LoCoMo day, as many times as it takes,
-    each copy told apart (numbered turns) so the embedding cache cannot answer for it."""
+    each copy told apart (numbered turns, and ``tag``) so the embedding cache cannot answer for it."""
     text = DAY.read_text()
     memory = mounted.memory()
     try:
         copy = 0
         while memory.pending < passages:
             copy += 1
-            numbered = re.sub(r"^## (\d\d:\d\d) - ", lambda m, n=copy: f"## {m.group(1)} - (copy {n}) ", text, flags=re.MULTILINE)
-            target = mounted.mnt / "memory" / "archive" / f"2023-05-08-copy-{copy}.md"
+            numbered = re.sub(r"^## (\d\d:\d\d) - ", lambda m, n=copy: f"## {m.group(1)} - (copy {tag}{n}) ", text,
+                              flags=re.MULTILINE)
+            target = mounted.mnt / "memory" / "archive" / f"2023-05-08-copy-{tag}{copy}.md"
             target.parent.mkdir(exist_ok=True)
             target.write_text(numbered)
             assert copy < 1000, "the copies made no backlog"
@@ -167,3 +168,17 @@ def test_unmounting_one_of_two_mounts_says_the_other_embeds_what_is_left(workspa
         memory.close()
     out = memfs_cli("umount", str(second.mnt), env={"MEMFS_STATE_DIR": str(second.state)}, timeout=60)
     assert out.returncode == 0 and "the next mount or `memfs index` embeds them" in out.stdout, out.stdout
+
+
+def test_memfs_index_says_the_mount_is_already_embedding_the_backlog(mounted) -> None:
+    env = {"MEMFS_STATE_DIR": str(mounted.state)}
+    said = (rf"^the mount on {re.escape(str(mounted.mnt))} \(pid {mounted.pid}\) is already embedding the \d+ passages "
+            r"waiting: this waits until they are done \(stopping it leaves them to it; `memfs status` shows how far")
+    for tag, verbose in (("a", ()), ("b", ("-v",))):  # the fast path, then click's
+        make_backlog(mounted, 300, tag)
+        out = memfs_cli(*verbose, "index", "-w", str(mounted.workspace), env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert re.search(said, out.stderr, re.MULTILINE), out.stderr
+        assert out.stdout.endswith(" 0 pending\n"), out.stdout
+    out = memfs_cli("index", "-w", str(mounted.workspace), env=env)  # nothing waits: nothing to say
+    assert out.returncode == 0 and "already embedding" not in out.stderr, out.stderr

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 TYPE_CHECKING = False  # not typing at import, as memfs.serve.wire (the lean entry point uses this)
 if TYPE_CHECKING:
-    from memfs.serve.wire import Invocation
+    from memfs.serve.wire import Client, Invocation
 
 PLAIN_EVERY_S = 10.0  # how often `memfs index` says how far it got when stderr is not a terminal
 MIN_TOTAL = 20  # fewer passages than this are done before a line would help
@@ -46,6 +46,26 @@ class PlainProgress:
 def to_stderr(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
+
+
+def already_embedding(client: Client) -> str:
+    """Before `memfs index` asks the daemon that runs now: when passages wait, the line that
+    says which mount or daemon of the index is embedding them already (the command waits with it
+    for all of them, and its answer comes at the end); "" otherwise, or when no daemon runs."""
+    from memfs.serve.listing import named
+
+    answer = client.run("status", {"json": True})
+    if answer is None or answer.error is not None:
+        return ""
+    info = json.loads(answer.stdout)
+    waiting = int(info.get("pending") or 0) + int(info.get("pending_estimated") or 0)
+    processes = sorted(info.get("processes") or [], key=lambda p: (not p.get("mountpoint"), p["pid"]))
+    if not waiting or not processes:
+        return ""
+    one = len(processes) == 1
+    return (f"{' and '.join(named(p) for p in processes)} {'is' if one else 'are'} already embedding the {waiting} "
+            f"passages waiting: this waits until they are done (stopping it leaves them to {'it' if one else 'them'}; "
+            "`memfs status` shows how far it got)")
 
 
 @contextmanager

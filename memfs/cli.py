@@ -466,9 +466,10 @@ def _in_use(cfg: Config, refusal: str) -> str:
                        key=lambda p: (not p.get("mountpoint"), p["pid"]))
     if not processes:
         return refusal
-    steps = [f"`memfs umount {p['mountpoint']}`" if p.get("mountpoint") else f"stop pid {p['pid']}" for p in processes]
-    return (f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {' and '.join(named(p) for p in processes)}: "
-            f"{', '.join(steps)}, then move the index")
+    users = " and ".join(named(p) for p in processes)
+    steps = ", ".join(f"`memfs umount {p['mountpoint']}`" if p.get("mountpoint") else f"stop pid {p['pid']}"
+                      for p in processes)
+    return f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {users}: {steps}, then move the index"
 
 
 _SEARCH_FLAGS = {"n": "-n", "min": "--min-score", "in": "--in", "after": "--after", "before": "--before",

@@ -220,8 +220,8 @@ def test_a_move_that_cannot_work_is_refused_in_one_line(tmp_path: Path, state_di
 def test_a_move_refused_while_the_workspace_is_mounted_names_the_mount(workspace: Path, mount_factory) -> None:
     mounted = mount_factory(workspace)
     # Refused before any server is asked: this one does not exist.
-    out = memfs_cli("index", "--to", "postgres", "-w", str(workspace), "--set", "index.dsn=postgresql://memfs@127.0.0.1:9/x",
-                    env={"MEMFS_STATE_DIR": str(mounted.state)})
+    out = memfs_cli("index", "--to", "postgres", "-w", str(workspace),
+                    "--set", "index.dsn=postgresql://memfs@127.0.0.1:9/x", env={"MEMFS_STATE_DIR": str(mounted.state)})
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stderr == (f"Error: the index of {workspace} (agent main) is in use by the mount on {mounted.mnt} "
                           f"(pid {mounted.pid}): `memfs umount {mounted.mnt}`, then move the index\n")

@@ -347,8 +347,9 @@ def test_a_big_writes_passages_to_come_are_counted_as_waiting_on_both(workspace:
     import bigwrites
 
     settings = {"index__defer_mb": "0.001"}
+    dsn = pg_index(workspace, "main")
     both = [Memory(make_config(workspace, **settings)),
-            Memory(make_config(workspace, index__backend="postgres", index__dsn=pg_index(workspace, "main"), **settings))]
+            Memory(make_config(workspace, index__backend="postgres", index__dsn=dsn, **settings))]
 
     def progress(memory: Memory) -> tuple[int, int, int, int]:
         info = memory.status()

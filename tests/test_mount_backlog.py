@@ -7,12 +7,13 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from mounts import memfs_cli, wait_until
+from mounts import clean_env, memfs_cli, wait_until
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import bigwrites  # noqa: E402
@@ -168,6 +169,25 @@ def test_unmounting_one_of_two_mounts_says_the_other_embeds_what_is_left(workspa
         memory.close()
     out = memfs_cli("umount", str(second.mnt), env={"MEMFS_STATE_DIR": str(second.state)}, timeout=60)
     assert out.returncode == 0 and "the next mount or `memfs index` embeds them" in out.stdout, out.stdout
+
+
+def test_a_memfs_serve_stopped_beside_a_mount_says_the_mount_embeds_what_is_left(mounted, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with open(log, "w") as err:
+        serve = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(mounted.workspace)], stderr=err,
+                                 stdout=subprocess.DEVNULL, env={**clean_env(), "MEMFS_STATE_DIR": str(mounted.state)})
+    try:
+        assert wait_until(lambda: "reconciled" in log.read_text(), timeout=60), log.read_text()
+        make_backlog(mounted, 1500)
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    said = log.read_text().splitlines()[-1]
+    assert re.fullmatch(rf"stopped; \d+ passages wait for an embedding: the mount on {re.escape(str(mounted.mnt))} "
+                        rf"\(pid {mounted.pid}\), still running, embeds them", said), said
 
 
 def test_memfs_index_says_the_mount_is_already_embedding_the_backlog(mounted) -> None:

@@ -1,4 +1,5 @@
-"""Which processes serve a workspace, for ``memfs status``: the daemons announced in
+"""Which processes serve a workspace, for ``memfs status`` (and to name the one that goes on
+embedding when another stops or `memfs index` waits for it): the daemons announced in
 ``STATE/run/`` (a mount, ``memfs serve`` started by hand or on demand, an MCP server keeping the
 index current itself; each answers commands for one workspace, agent and mode) and the mounts
 recorded in ``STATE/mounts/`` (a second mount of one workspace keeps it current but leaves the
@@ -49,7 +50,6 @@ def serving(state_dir: Path, workspace: Path, agent: str) -> list[dict[str, Any]
         out[info["pid"]] = {"pid": info["pid"], "kind": "mount", "mode": info.get("mode", "main"),
                             "mountpoint": info.get("mountpoint"), "idle_s": None, "answers": False}
     return [out[pid] for pid in sorted(out)]
-
 
 
 _NAMES = {"serve": "`memfs serve`", "on-demand": "`memfs serve` (started on demand)", "mcp": "`memfs mcp`"}

@@ -1,7 +1,8 @@
 """How far a long `memfs index` got, where its output is not a terminal: a plain line every
 PLAIN_EVERY_S (done, total, rate, time left), fed by (done, total) callbacks; and, when a daemon
 runs the command (its answer comes at the end), those callbacks from a second connection that asks
-the daemon every second how many passages still wait.  Standard library only, like
+the daemon every second how many passages still wait; before that, which mount or daemon is
+embedding them already (:func:`already_embedding`).  Standard library only, like
 :mod:`memfs.serve.wire`: the lean entry point (:mod:`memfs.quickcli`) uses it as the full CLI does."""
 
 from __future__ import annotations

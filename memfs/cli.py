@@ -237,6 +237,7 @@ def _bar(label: str, rate: bool = False) -> tuple[Callable[[int, int], None], Ca
                                              item_show_func=(lambda _: speed(state["done"], total).split(",")[0])
                                              if rate else None)
             state["bar"].__enter__()
+        state["bar"].length = max(total, done)  # the backlog grows when a big write's exact chunks arrive
         state["bar"].update(done - state["done"], current_item=done)
         state["done"] = done
 
@@ -373,6 +374,10 @@ def index(rebuild: bool, to: str | None, as_json: bool, **opts: Any) -> None:
     args = {"json": as_json}
     with _answerer(opts) as answerer:
         if not rebuild:
+            from memfs.serve.progress import already_embedding
+
+            if line := already_embedding(answerer.client):
+                click.echo(line, err=True)
             bar, done = _bar("embedding", rate=True)
             with _daemon_progress(answerer, bar):
                 answer = answerer.remote("index", args)
@@ -418,7 +423,7 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
                                    f"not {cfg.mode!r}")
     if not cfg.workspace.is_dir():
         raise click.ClickException(f"workspace {cfg.workspace} does not exist")
-    from memfs.memory import MoveRefused, move_index
+    from memfs.memory import IndexInUse, MoveRefused, move_index
     from memfs.serve import ondemand
 
     # A daemon a command started gives way, as for a rebuild; a mount refuses the move.
@@ -426,6 +431,8 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
     bar, done = _bar("moving chunks")
     try:
         moved, source, target = move_index(cfg, to, progress=bar)
+    except IndexInUse as exc:
+        raise click.ClickException(_in_use(cfg, str(exc))) from None
     except MoveRefused as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -448,6 +455,21 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
         config_log.setLevel(level)
     if current != to:
         click.echo(f'memfs uses the {current} index until index.backend = "{to}" is set', err=True)
+
+
+def _in_use(cfg: Config, refusal: str) -> str:
+    """A move refused for an index in use, naming the mounts and daemons that use it (the
+    refusal as it is when none is found: one of another state folder)."""
+    from memfs.serve.listing import named, serving
+
+    processes = sorted(serving(cfg.state_dir, cfg.workspace, cfg.agent),
+                       key=lambda p: (not p.get("mountpoint"), p["pid"]))
+    if not processes:
+        return refusal
+    users = " and ".join(named(p) for p in processes)
+    steps = ", ".join(f"`memfs umount {p['mountpoint']}`" if p.get("mountpoint") else f"stop pid {p['pid']}"
+                      for p in processes)
+    return f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {users}: {steps}, then move the index"
 
 
 _SEARCH_FLAGS = {"n": "-n", "min": "--min-score", "in": "--in", "after": "--after", "before": "--before",
@@ -786,14 +808,15 @@ def _serve(workspace_dir: Path | None, opts: dict[str, Any], idle: float | None 
             os.chdir("/")  # settled: it must not keep a folder busy (a mount cannot be unmounted under it)
             if idle is None:
                 idle = cfg.daemon.idle_s
-        left = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready).run()
+        daemon = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready)
+        left = daemon.run()
     except click.ClickException as exc:
         ready(f"error: {exc.format_message()}")
         raise
     finally:
         ready("error: it stopped before serving (see its log)")
     if left:
-        click.echo(f"stopped; {left} passages wait for an embedding (the next start embeds them)", err=True)
+        click.echo(f"stopped; {left} passages wait for an embedding: {daemon.embedded_by()}", err=True)
 
 
 @main.command()

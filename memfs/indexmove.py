@@ -35,6 +35,11 @@ class MoveRefused(RuntimeError):
     """The move is not made; the message says why in one line."""
 
 
+class IndexInUse(MoveRefused):
+    """A mount or daemon of the pair uses its index (the front end can name it: this layer does
+    not know what a mount is)."""
+
+
 def move_index(cfg: Config, to: str, progress: Progress | None = None) -> tuple[Transferred, str, str]:
     """Copy the index of ``cfg``'s (workspace, agent) to the ``to`` backend from the other one:
     (what was copied, where from, where to).  ``cfg`` reaches the PostgreSQL side (``index.dsn``)
@@ -68,7 +73,7 @@ def _alone(cfg: Config, paths: StatePaths) -> Iterator[None]:
             try:
                 fcntl.flock(using, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise MoveRefused(f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by a running mount or "
+                raise IndexInUse(f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by a running mount or "
                                   "memfs daemon: unmount it (`memfs umount MOUNTPOINT`) or stop it, then move "
                                   "the index") from None
         yield

@@ -37,7 +37,7 @@ from memfs.history.keeper import (
 from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
 from memfs.history.store import FAILURES as HISTORY_FAILURES
 from memfs.history.store import Forgotten, HistoryError, Version  # noqa: F401
-from memfs.index.backlog import Backlog
+from memfs.index.backlog import Backlog, still_to_chunk
 from memfs.index.deferred import PathLocks, threshold
 from memfs.index.backlog import read as read_backlog
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
@@ -59,7 +59,7 @@ from memfs.index.across import NotReadable  # noqa: F401  (front ends take it fr
 from memfs.index.backend import IndexUnavailable, open_store
 from memfs.index.interface import IndexOffline, IndexStore  # noqa: F401  (front ends take IndexOffline from here)
 from memfs.index.outage import Outage
-from memfs.indexmove import MoveRefused, move_index  # noqa: F401  (front ends take them from here)
+from memfs.indexmove import IndexInUse, MoveRefused, move_index  # noqa: F401  (front ends take them from here)
 from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
@@ -974,7 +974,7 @@ class Memory:
             "agent": self.cfg.agent,
             "mode": privacy.mode,
             "indexed": self.store.get_meta("reconciled_at") is not None,
-            **counts,
+            **{key: n for key, n in counts.items() if not key.startswith("provisional_")},
             **self._progress(counts, include_private=not privacy.shared),
             # Big writes keyword-indexed whose exact chunks are still being made (memfs.index.deferred).
             "provisional": [p for p in self.store.provisional_paths(include_private=not privacy.shared)
@@ -1002,10 +1002,19 @@ class Memory:
         return info
 
     def _progress(self, counts: dict[str, int], include_private: bool) -> dict[str, object]:
-        """How far embedding has got: the rate, the time left, whether a process embeds now."""
-        backlog = self.backlog(counts["pending"], include_private).as_dict()
+        """How far embedding has got: the rate, the time left, whether a process embeds now.
+        ``passages`` is every passage to embed, those the big writes still being chunked will
+        make among them (``pending_estimated``, an estimate); a provisional chunk is none
+        (keyword rows, never embedded, replaced by those): embedded passages plus ``pending``
+        plus ``pending_estimated`` make ``passages``, so a share of it does not fall back when the
+        exact chunks arrive (unless they are more than estimated)."""
+        provisional = counts.get("provisional_chunks", 0)
+        coming = (still_to_chunk(counts.get("provisional_lines", 0), counts.get("provisional_jsonl_lines", 0))
+                  if self.store.has_vectors else 0)
+        backlog = self.backlog(counts["pending"] + coming, include_private).as_dict()
         backlog.pop("pending")
-        return {**backlog, "passages": counts["chunks"] + counts["units"]}
+        return {**backlog, "pending_estimated": coming,
+                "passages": counts["chunks"] - provisional + counts["units"] + coming}
 
     def problems(self, privacy: Privacy) -> dict[str, tuple[str, str]]:
         """Files not indexed (why) or not all text (what), that ``privacy`` may know of: for a

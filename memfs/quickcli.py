@@ -256,8 +256,10 @@ def _answered(command: str, opts: dict[str, object], args: dict[str, object]) ->
         elif command == "index":
             if sys.stderr.isatty():
                 return False  # click's progress bar
-            from memfs.serve.progress import PlainProgress, daemon_progress, to_stderr
+            from memfs.serve.progress import PlainProgress, already_embedding, daemon_progress, to_stderr
 
+            if line := already_embedding(client):
+                to_stderr(line)
             with daemon_progress(invocation, PlainProgress("embedding", True, to_stderr)):
                 answer = client.run(command, args)
         else:

@@ -211,6 +211,17 @@ def test_a_move_that_cannot_work_is_refused_in_one_line(tmp_path: Path, state_di
         assert conn.execute("SELECT count(*) FROM memfs.chunks").fetchone()[0] == 0
     mounted = mount_factory(ws)
     assert mounted.state == state_dir
-    refused(_move(ws, state_dir, "postgres", dsn), "in use by a running mount")
+    refused(_move(ws, state_dir, "postgres", dsn), f"in use by the mount on {mounted.mnt} (pid {mounted.pid})")
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM memfs.chunks").fetchone()[0] == 0
+
+
+@pytest.mark.fuse
+def test_a_move_refused_while_the_workspace_is_mounted_names_the_mount(workspace: Path, mount_factory) -> None:
+    mounted = mount_factory(workspace)
+    # Refused before any server is asked: this one does not exist.
+    out = memfs_cli("index", "--to", "postgres", "-w", str(workspace),
+                    "--set", "index.dsn=postgresql://memfs@127.0.0.1:9/x", env={"MEMFS_STATE_DIR": str(mounted.state)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr == (f"Error: the index of {workspace} (agent main) is in use by the mount on {mounted.mnt} "
+                          f"(pid {mounted.pid}): `memfs umount {mounted.mnt}`, then move the index\n")

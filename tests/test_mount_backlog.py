@@ -7,11 +7,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from mounts import memfs_cli, wait_until
+from mounts import clean_env, memfs_cli, wait_until
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+import bigwrites  # noqa: E402
 
 pytestmark = pytest.mark.fuse
 
@@ -21,17 +26,18 @@ NOTE = "The plumber comes on Thursday morning to fix the leaking kitchen sink.\n
 MEANING = "appointment to repair a dripping faucet"  # not one word in common with NOTE
 
 
-def make_backlog(mounted, passages: int = BACKLOG) -> int:
+def make_backlog(mounted, passages: int = BACKLOG, tag: str = "") -> int:
     """Old history copied in through the mount: a real LoCoMo day, as many times as it takes,
-    each copy told apart (numbered turns) so the embedding cache cannot answer for it."""
+    each copy told apart (numbered turns, and ``tag``) so the embedding cache cannot answer for it."""
     text = DAY.read_text()
     memory = mounted.memory()
     try:
         copy = 0
         while memory.pending < passages:
             copy += 1
-            numbered = re.sub(r"^## (\d\d:\d\d) - ", lambda m, n=copy: f"## {m.group(1)} - (copy {n}) ", text, flags=re.MULTILINE)
-            target = mounted.mnt / "memory" / "archive" / f"2023-05-08-copy-{copy}.md"
+            numbered = re.sub(r"^## (\d\d:\d\d) - ", lambda m, n=copy: f"## {m.group(1)} - (copy {tag}{n}) ", text,
+                              flags=re.MULTILINE)
+            target = mounted.mnt / "memory" / "archive" / f"2023-05-08-copy-{tag}{copy}.md"
             target.parent.mkdir(exist_ok=True)
             target.write_text(numbered)
             assert copy < 1000, "the copies made no backlog"
@@ -112,3 +118,87 @@ def test_status_shows_the_backlog_progress_rate_and_time_left(mounted) -> None:
     info = json.loads(memfs_cli("status", "--json", "-w", str(mounted.workspace),
                                 env={"MEMFS_STATE_DIR": str(mounted.state)}).stdout)
     assert info["pending"] > 0 and info["embed_rate"] > 0 and info["seconds_left"] > 0 and info["embedding_now"]
+
+
+def test_the_share_embedded_does_not_fall_back_when_a_big_writes_exact_chunks_arrive(mounted, tmp_path: Path) -> None:
+    """A big write is found by keyword first and chunked exactly after (memfs.index.deferred):
+    the passages it will make are counted as waiting from the start (estimated), so the share
+    of the backlog embedded does not drop when they arrive (a newcomer saw 65%, then 2%)."""
+    env = {"MEMFS_STATE_DIR": str(mounted.state)}
+
+    def status() -> dict:
+        return json.loads(memfs_cli("status", "--json", "-w", str(mounted.workspace), env=env).stdout)
+
+    assert wait_until(lambda: status()["pending"] == 0, timeout=120, step=0.5)  # the template's files
+    embedded = status()["passages"]
+    source = tmp_path / "import.jsonl"
+    source.write_bytes(bigwrites.transcript(16 << 20))
+    (mounted.mnt / "sessions").mkdir(exist_ok=True)
+    subprocess.run(["cp", str(source), str(mounted.mnt / "sessions" / "import.jsonl")], check=True)
+    shown = memfs_cli("status", "-w", str(mounted.workspace), env=env).stdout
+    assert "chunking:   1 big write found by keyword, being chunked: sessions/import.jsonl" in shown, shown
+    line = next(line for line in shown.splitlines() if line.startswith("pending:"))
+    found = re.match(r"pending:\s+(\d+) passage\(s\) waiting for an embedding \(about (\d+) of them to come from "
+                     r"the 1 big write being chunked; (\d+)% of (\d+) embedded; ", line)
+    assert found, line
+    waiting, coming, _, total = (int(n) for n in found.groups())
+    assert total - waiting == embedded  # the keyword rows are not counted as embedded, nor at all
+    assert coming > 100_000  # 16 MB of chat: some 6,300 messages, two passages each and more
+    assert wait_until(lambda: not status()["provisional"], timeout=600, step=0.5)
+    after = status()
+    assert after["pending_estimated"] == 0 and after["passages"] == after["chunks"] + after["units"]
+    done = after["passages"] - after["pending"]
+    assert done >= embedded and done / after["passages"] >= embedded / total, (after, embedded, total)
+    print(f"estimated {coming} passages to come; {after['passages'] - embedded} came")
+
+
+def test_unmounting_one_of_two_mounts_says_the_other_embeds_what_is_left(workspace: Path, mount_factory) -> None:
+    first = mount_factory(workspace)
+    second = mount_factory(workspace)  # the same workspace and agent: one index, both embed it
+    make_backlog(first, 1500)
+    out = memfs_cli("umount", str(first.mnt), env={"MEMFS_STATE_DIR": str(first.state)}, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"^unmounted: {re.escape(str(first.mnt))} \(\d+ passages wait for an embedding: the mount on "
+                     rf"{re.escape(str(second.mnt))} \(pid {second.pid}\), still running, embeds them\)$",
+                     out.stdout.strip()), out.stdout
+    memory = second.memory()
+    try:  # and it does
+        left = memory.pending
+        assert left and wait_until(lambda: memory.pending < left, timeout=60)
+    finally:
+        memory.close()
+    out = memfs_cli("umount", str(second.mnt), env={"MEMFS_STATE_DIR": str(second.state)}, timeout=60)
+    assert out.returncode == 0 and "the next mount or `memfs index` embeds them" in out.stdout, out.stdout
+
+
+def test_a_memfs_serve_stopped_beside_a_mount_says_the_mount_embeds_what_is_left(mounted, tmp_path: Path) -> None:
+    log = tmp_path / "serve.log"
+    with open(log, "w") as err:
+        serve = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(mounted.workspace)], stderr=err,
+                                 stdout=subprocess.DEVNULL, env={**clean_env(), "MEMFS_STATE_DIR": str(mounted.state)})
+    try:
+        assert wait_until(lambda: "reconciled" in log.read_text(), timeout=60), log.read_text()
+        make_backlog(mounted, 1500)
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+    finally:
+        if serve.poll() is None:
+            serve.kill()
+            serve.wait()
+    said = log.read_text().splitlines()[-1]
+    assert re.fullmatch(rf"stopped; \d+ passages wait for an embedding: the mount on {re.escape(str(mounted.mnt))} "
+                        rf"\(pid {mounted.pid}\), still running, embeds them", said), said
+
+
+def test_memfs_index_says_the_mount_is_already_embedding_the_backlog(mounted) -> None:
+    env = {"MEMFS_STATE_DIR": str(mounted.state)}
+    said = (rf"^the mount on {re.escape(str(mounted.mnt))} \(pid {mounted.pid}\) is already embedding the \d+ passages "
+            r"waiting: this waits until they are done \(stopping it leaves them to it; `memfs status` shows how far")
+    for tag, verbose in (("a", ()), ("b", ("-v",))):  # the fast path, then click's
+        make_backlog(mounted, 300, tag)
+        out = memfs_cli(*verbose, "index", "-w", str(mounted.workspace), env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        assert re.search(said, out.stderr, re.MULTILINE), out.stderr
+        assert out.stdout.endswith(" 0 pending\n"), out.stdout
+    out = memfs_cli("index", "-w", str(mounted.workspace), env=env)  # nothing waits: nothing to say
+    assert out.returncode == 0 and "already embedding" not in out.stderr, out.stderr

@@ -339,6 +339,47 @@ def test_a_big_write_is_provisional_then_exact_on_both(workspace: Path, make_con
             memory.close()
 
 
+def test_a_big_writes_passages_to_come_are_counted_as_waiting_on_both(workspace: Path, make_config, pg_index) -> None:
+    """While a big write is being chunked, status counts its keyword rows as nothing (they were
+    counted as embedded: the share embedded started high) and the passages it will make as
+    waiting (estimated, not below what comes), the same on both backends."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+    import bigwrites
+
+    settings = {"index__defer_mb": "0.001"}
+    dsn = pg_index(workspace, "main")
+    both = [Memory(make_config(workspace, **settings)),
+            Memory(make_config(workspace, index__backend="postgres", index__dsn=dsn, **settings))]
+
+    def progress(memory: Memory) -> tuple[int, int, int, int]:
+        info = memory.status()
+        return info["passages"], info["pending"], info.get("pending_estimated", 0), info["chunks"] + info["units"]
+
+    try:
+        for memory in both:
+            memory.reconcile()
+        write(workspace / "sessions" / "import.jsonl", bigwrites.transcript(256 << 10).decode())
+        steps = []
+        for memory in both:
+            memory.embed_pending(limit=64)  # a few embedded
+            passages, pending, _, _ = progress(memory)
+            embedded = passages - pending
+            assert embedded > 0
+            memory.file_changed("sessions/import.jsonl", defer=True)
+            assert memory.provisional_paths() == ["sessions/import.jsonl"]
+            chunking = progress(memory)
+            assert chunking[2] > 0 and chunking[0] - chunking[1] - chunking[2] == embedded
+            memory.complete("sessions/import.jsonl")
+            chunked = progress(memory)
+            assert chunked[2] == 0 and chunked[0] == chunked[3] and chunked[0] - chunked[1] == embedded
+            assert chunked[0] <= chunking[0]  # no more than estimated: the share embedded does not fall
+            steps.append((chunking, chunked))
+        assert steps[0] == steps[1]
+    finally:
+        for memory in both:
+            memory.close()
+
+
 def test_status_and_a_refused_rebuild_name_the_server_not_a_file(workspace: Path, make_config, pg_index) -> None:
     """On postgres the index is a tenant on a server: status and a rebuild refused while another
     process uses it say which (the DSN without its password), not the unused SQLite file's path."""

@@ -1,6 +1,6 @@
 """`memfs status` as text: the embedding backlog's share and time left while big writes are
-still being chunked (their passages are not counted yet, so neither figure may pass for the
-whole: a newcomer saw 65% / 14 min, then 2% / 3.5 h half a minute later)."""
+still being chunked (their passages are counted as waiting, estimated, so the share does not
+fall back when they arrive: a newcomer saw 65% / 14 min, then 2% / 3.5 h half a minute later)."""
 
 from __future__ import annotations
 
@@ -18,13 +18,20 @@ def pending_line(info: dict[str, object], bar: bool = False) -> str:
     return next(line for line in render_status(info, bar).splitlines() if line.startswith("pending:"))
 
 
-def test_the_share_and_time_left_say_they_leave_out_big_writes_still_being_chunked() -> None:
+def test_the_share_counts_the_passages_of_big_writes_still_being_chunked_as_waiting() -> None:
     settled = pending_line(INFO)
     assert re.search(r"\(65% of 400 embedded; 20\.0/s, about 7 s left\)$", settled), settled
-    for bar in (False, True):
-        chunking = pending_line({**INFO, "provisional": ["sessions/import.jsonl", "sessions/b.jsonl"]}, bar)
-        assert "65%" in chunking and "not counting the passages of the 2 big writes still being chunked" in chunking
-    idle = pending_line({**INFO, "pending": 0, "provisional": ["sessions/import.jsonl"]})
-    assert idle.endswith("the 1 big write being chunked joins the backlog when chunked"), idle
+    # 260 embedded; 140 waiting and about 600 to come: 260 of 1000.
+    chunking = {**INFO, "passages": 1000, "pending_estimated": 600,
+                "provisional": ["sessions/import.jsonl", "sessions/b.jsonl"]}
+    line = pending_line(chunking)
+    assert line.startswith("pending:    740 passage(s) waiting for an embedding (about 600 of them to come from "
+                           "the 2 big writes being chunked; 26% of 1000 embedded;"), line
+    bar = pending_line(chunking, bar=True)
+    assert "26% of 1000 passages embedded, 740 waiting (about 600 of them to come from the 2 big writes" in bar, bar
+    # Nothing embedded waits yet, only what a big write will make.
+    idle = pending_line({**INFO, "pending": 0, "pending_estimated": 300, "passages": 560,
+                         "provisional": ["sessions/import.jsonl"]})
+    assert "300 passage(s) waiting" in idle and "the 1 big write being chunked" in idle and "46% of 560" in idle, idle
     keyword_only = pending_line({**INFO, "pending": 0, "provider": "none", "provisional": ["a.jsonl"]})
-    assert "backlog" not in keyword_only  # nothing will be embedded
+    assert keyword_only == "pending:    0 passage(s) waiting for an embedding"  # nothing will be embedded

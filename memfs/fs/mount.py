@@ -44,6 +44,7 @@ from memfs.mounttable import (  # noqa: F401
     read_record,
     unmount,
 )
+from memfs.serve.listing import embedded_by
 from memfs.serve.server import SocketServer
 from memfs.state import make_private_dir
 from memfs.watch import watch_workspace
@@ -320,9 +321,12 @@ class Daemon:
             left = self.memory.pending
             self.memory.close()
             if left:
-                log.info("left %d passages waiting for an embedding: the next start embeds them", left)
+                # Another mount or daemon of this index goes on embedding them: not "the next start".
+                by = embedded_by(self.cfg.state_dir, self.cfg.workspace, self.cfg.agent,
+                                 "the next mount or `memfs index` embeds them")
+                log.info("left %d passages waiting for an embedding: %s", left, by)
                 leftover_file(self.cfg.state_dir, self.mountpoint).write_text(
-                    f"{left} passages wait for an embedding (the next mount or `memfs index` embeds them)")
+                    f"{left} passages wait for an embedding: {by}")
             record.unlink(missing_ok=True)
             log.info("unmounted %s%s", self.mountpoint, "" if clean else " after an error")
 

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from memfs.index.rows import CachedVector, FileRows
 
 _KINDS = {kind.value for kind in FileKind}
+_JSONL_KINDS = ", ".join(f"'{kind.value}'" for kind in FileKind if kind.is_jsonl)  # for SQL
 
 SCHEMA_VERSION = "7"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
 # 5: a unit's reading (twins of facts); 6: a JSONL chunk's chat (id and title); 7: a unit's text as a
@@ -1183,7 +1184,8 @@ class Store:
     # -- status --------------------------------------------------------------------------------
 
     def counts(self, include_private: bool = True, exclude: frozenset[str] = frozenset()) -> dict[str, int]:
-        """Files, skipped files, chunks and pending chunks, leaving out private files (unless
+        """Files, skipped files, chunks (provisional ones among them, and the lines they hold:
+        all, and of JSONL files), units and pending passages, leaving out private files (unless
         ``include_private``) and the paths of ``exclude`` (a few stale names; more than SQLite
         takes as parameters are left in rather than failing)."""
         hidden = sorted(exclude)[:30_000]
@@ -1194,10 +1196,18 @@ class Store:
             files = self.conn.execute(
                 f"SELECT count(*), coalesce(sum(error != ''), 0) FROM files {where}", hidden).fetchone()
             chunks = self.conn.execute(
-                f"SELECT count(*), coalesce(sum(embedded = 0), 0) FROM chunks {where}", hidden).fetchone()
+                f"SELECT count(*), coalesce(sum(embedded = 0), 0), coalesce(sum(embedded = {PROVISIONAL}), 0) "
+                f"FROM chunks {where}", hidden).fetchone()
             scope = f"WHERE chunk_id IN (SELECT id FROM chunks {where})" if where else ""
             units = self.conn.execute(
                 f"SELECT count(*), coalesce(sum(vector IS NULL), 0) FROM units {scope}", hidden).fetchone()
+            # The lines of the files still being chunked, for the estimate of the passages they
+            # will add (memfs.index.backlog.still_to_chunk); through files_provisional.
+            also = "".join(f" AND {clause}" for clause in clauses)
+            owed = self.conn.execute(
+                f"SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN kind IN ({_JSONL_KINDS}) THEN n END), 0) "
+                "FROM (SELECT kind, (SELECT sum(c.end_line - c.start_line + 1) FROM chunks c WHERE c.path = f.path "
+                f"AND c.embedded = {PROVISIONAL}) AS n FROM files f WHERE {_PROVISIONAL}{also})", hidden).fetchone()
             cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {
             "files": int(files[0]),
@@ -1205,6 +1215,9 @@ class Store:
             "chunks": int(chunks[0]),
             "units": int(units[0]),
             "pending": int(chunks[1]) + int(units[1]) if self.has_vectors else 0,
+            "provisional_chunks": int(chunks[2]),
+            "provisional_lines": int(owed[0]),
+            "provisional_jsonl_lines": int(owed[1]),
             "cached_embeddings": int(cached),
         }
 

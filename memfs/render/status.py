@@ -37,16 +37,20 @@ BAR_WIDTH = 30
 
 
 def _pending(info: dict[str, Any], bar: bool) -> str:
-    """The embedding backlog: how many wait, how far it has got, the rate and the time left."""
-    pending = int(info["pending"])
-    line = f"pending:    {pending} passage(s) waiting for an embedding"
-    owed = len(info.get("provisional") or [])
-    if not pending:
-        if owed and info.get("provider") != "none":
-            line += f"; the {owed} big write{'s' if owed != 1 else ''} being chunked join{'s' if owed == 1 else ''} the backlog when chunked"
+    """The embedding backlog: how many wait, how far it has got, the rate and the time left.
+    The passages big writes still being chunked will make are counted as waiting (estimated,
+    ``pending_estimated``): left out, the share would fall back when they arrive (65% then 2%
+    during an import); counted, what is embedded and what waits still make the total."""
+    coming = int(info.get("pending_estimated") or 0)
+    waiting = int(info["pending"]) + coming
+    line = f"pending:    {waiting} passage(s) waiting for an embedding"
+    if not waiting:
         return line
-    total = max(int(info.get("passages") or 0), pending)
-    done = 1 - pending / total if total else 0.0
+    owed = len(info.get("provisional") or [])
+    big = (f"the {owed} big write{'s' if owed != 1 else ''}" if owed else "the big writes") + " being chunked"
+    estimated = f"about {coming} of them to come from {big}" if coming else ""
+    total = max(int(info.get("passages") or 0), waiting)
+    done = 1 - waiting / total
     rate, left = float(info.get("embed_rate") or 0), info.get("seconds_left")
     if rate and left is not None:
         speed = f"{rate:.1f}/s, {duration(float(left))} left"
@@ -54,16 +58,11 @@ def _pending(info: dict[str, Any], bar: bool) -> str:
             speed = f"nothing is embedding now (at the last rate, {rate:.1f}/s: {duration(float(left))})"
     else:
         speed = "no embedding rate measured yet"
-    if owed:
-        # their passages are not counted until they are chunked: a share and a time left that
-        # left them out would jump back when they are (65% then 2% during an import)
-        speed += (f"; not counting the passages of the {owed} big write{'s' if owed != 1 else ''} still being "
-                  "chunked, which join the backlog when chunked")
     if bar:
         filled = round(done * BAR_WIDTH)
         return (f"pending:    [{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {done:.0%} of {total} passages embedded, "
-                f"{pending} waiting; {speed}")
-    return f"{line} ({done:.0%} of {total} embedded; {speed})"
+                f"{waiting} waiting{f' ({estimated})' if estimated else ''}; {speed}")
+    return f"{line} ({f'{estimated}; ' if estimated else ''}{done:.0%} of {total} embedded; {speed})"
 
 
 def _provisional(info: dict[str, object]) -> list[str]:

@@ -22,6 +22,7 @@ import trio
 from memfs.config import Config
 from memfs.embedder import BackgroundEmbedder
 from memfs.memory import Memory
+from memfs.serve.listing import embedded_by
 from memfs.serve.server import ON_DEMAND, SocketServer
 from memfs.watch import watch_workspace
 
@@ -139,6 +140,11 @@ class ServeDaemon:
         finally:
             self.socket.close()
 
+    def embedded_by(self) -> str:
+        """Who embeds the passages this daemon leaves waiting: another mount or daemon of the
+        index still running, or the next start."""
+        return embedded_by(self.cfg.state_dir, self.cfg.workspace, self.cfg.agent, "the next start embeds them")
+
     def run(self) -> int:
         """Serve until a signal; returns how many passages were left waiting for an embedding."""
         try:
@@ -153,6 +159,6 @@ class ServeDaemon:
                      self.cfg.agent, self.cfg.mode)
             return 0
         if left:
-            log.info("left %d passages waiting for an embedding: the next start embeds them", left)
+            log.info("left %d passages waiting for an embedding: %s", left, self.embedded_by())
         log.info("stopped serving %s", self.cfg.workspace)
         return left

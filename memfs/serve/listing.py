@@ -1,4 +1,5 @@
-"""Which processes serve a workspace, for ``memfs status``: the daemons announced in
+"""Which processes serve a workspace, for ``memfs status`` (and to name the one that goes on
+embedding when another stops or `memfs index` waits for it): the daemons announced in
 ``STATE/run/`` (a mount, ``memfs serve`` started by hand or on demand, an MCP server keeping the
 index current itself; each answers commands for one workspace, agent and mode) and the mounts
 recorded in ``STATE/mounts/`` (a second mount of one workspace keeps it current but leaves the
@@ -50,3 +51,22 @@ def serving(state_dir: Path, workspace: Path, agent: str) -> list[dict[str, Any]
                             "mountpoint": info.get("mountpoint"), "idle_s": None, "answers": False}
     return [out[pid] for pid in sorted(out)]
 
+
+_NAMES = {"serve": "`memfs serve`", "on-demand": "`memfs serve` (started on demand)", "mcp": "`memfs mcp`"}
+
+
+def named(process: dict[str, Any]) -> str:
+    """A process of :func:`serving` as a sentence names it: ``the mount on /mnt (pid 12)``."""
+    if process.get("mountpoint"):
+        return f"the mount on {process['mountpoint']} (pid {process['pid']})"
+    return f"{_NAMES.get(str(process['kind']), str(process['kind']))} (pid {process['pid']})"
+
+
+def embedded_by(state_dir: Path, workspace: Path, agent: str, otherwise: str) -> str:
+    """Who embeds what a stopping process leaves waiting, said as ``... embeds them``: another
+    live process serving the same index (a second mount, a daemon), which goes on with it now;
+    else ``otherwise`` (the next start)."""
+    others = [named(p) for p in serving(state_dir, workspace, agent) if p["pid"] != os.getpid()]
+    if not others:
+        return otherwise
+    return f"{' and '.join(others)}, still running, embed{'s' if len(others) == 1 else ''} them"

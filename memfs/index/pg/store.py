@@ -68,6 +68,7 @@ log = logging.getLogger(__name__)
 
 INDEX_RETRY = 600.0  # seconds before a failed HNSW build is tried again
 _KINDS = {kind.value for kind in FileKind}
+_JSONL_KINDS = ", ".join(f"'{kind.value}'" for kind in FileKind if kind.is_jsonl)  # for SQL
 RETRY_S = 1.0  # after a failed reconnect, calls fail at once for this long (no connect per call)
 REFUSED_RETRY_S = 30.0  # a store never opened whose server refused it: asked again this seldom
 
@@ -1127,7 +1128,8 @@ class PgStore:
     # -- status ------------------------------------------------------------------------------------------
 
     def counts(self, include_private: bool = True, exclude: frozenset[str] = frozenset()) -> dict[str, int]:
-        """As the SQLite store's: files, skipped, chunks, units, pending, cached embeddings."""
+        """As the SQLite store's: files, skipped, chunks, units, pending, provisional chunks and
+        their lines, cached embeddings."""
         clauses = ["tenant_id = %(t)s"] + ([] if include_private else ["NOT private"]) + (
             ["NOT (path = ANY (%(hidden)s))"] if exclude else [])
         where = " AND ".join(clauses)
@@ -1135,11 +1137,17 @@ class PgStore:
         with self.lock:
             files = self.conn.execute(f"SELECT count(*), count(*) FILTER (WHERE error <> '') FROM memfs.files "
                                       f"WHERE {where}", args).fetchone()
-            chunks = self.conn.execute(f"SELECT count(*), count(*) FILTER (WHERE NOT embedded) FROM memfs.chunks "
-                                       f"WHERE {where}", args).fetchone()
+            chunks = self.conn.execute(f"SELECT count(*), count(*) FILTER (WHERE NOT embedded), "
+                                       f"count(*) FILTER (WHERE provisional) FROM memfs.chunks WHERE {where}",
+                                       args).fetchone()
             units = self.conn.execute(
                 "SELECT count(*), count(*) FILTER (WHERE packed IS NULL) FROM memfs.units WHERE tenant_id = %(t)s "
                 f"AND chunk_id IN (SELECT chunk_id FROM memfs.chunks WHERE {where})", args).fetchone()
+            # The lines of the files still being chunked (memfs.index.backlog.still_to_chunk).
+            owed = self.conn.execute(
+                f"SELECT coalesce(sum(c.n), 0), coalesce(sum(c.n) FILTER (WHERE f.kind IN ({_JSONL_KINDS})), 0) "
+                "FROM (SELECT path, end_line - start_line + 1 AS n FROM memfs.chunks WHERE provisional AND "
+                f"{where}) c JOIN memfs.files f ON f.tenant_id = %(t)s AND f.path = c.path", args).fetchone()
             cached = self.conn.execute(
                 "SELECT (SELECT count(*) FROM memfs.tenant_embeddings WHERE tenant_id = %s) + "
                 "(SELECT count(*) FROM memfs.embedding_cache)", (self.tenant,)).fetchone()[0]
@@ -1149,6 +1157,9 @@ class PgStore:
             "chunks": int(chunks[0]),
             "units": int(units[0]),
             "pending": int(chunks[1]) + int(units[1]) if self.has_vectors else 0,
+            "provisional_chunks": int(chunks[2]),
+            "provisional_lines": int(owed[0]),
+            "provisional_jsonl_lines": int(owed[1]),
             "cached_embeddings": int(cached),
         }
 

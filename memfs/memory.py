@@ -590,6 +590,20 @@ class Memory:
             self.outage.down(exc)
             return 0
 
+    def pending_told(self, mode: str | None = None) -> int:
+        """:attr:`pending` as ``mode``'s reader may be told it: a shared mode counts public
+        passages only (a count of private ones says how much private text was written)."""
+        privacy = self.privacy(mode)
+        if not privacy.shared:
+            return self.pending
+        if self.outage.reason:
+            return 0
+        try:
+            return self.store.counts(include_private=False, exclude=self._hidden_now(privacy))["pending"]
+        except IndexOffline as exc:
+            self.outage.down(exc)
+            return 0
+
     # -- reading ------------------------------------------------------------------------------
 
     def search(

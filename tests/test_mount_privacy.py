@@ -450,3 +450,24 @@ def test_a_shared_status_names_no_file_the_shared_view_hides(both) -> None:
                                 env={**clean_env(), **env}, timeout=120).stdout):
         assert "divorce-lawyer" not in text and "MEMORY.md" not in text, text
         assert "picnic-alias.md" in text  # a visible file is still listed
+
+
+def test_unmounting_a_shared_mount_does_not_count_private_passages_left(both) -> None:
+    """`memfs umount` of a shared mount says how many passages are left to embed: public ones only
+    (a count of private ones says how much private text was just written)."""
+    main, shared = both
+    memory = main.memory()
+    try:
+        assert wait_until(lambda: memory.store.counts(include_private=False)["pending"] == 0, timeout=120)
+        day = (main.workspace / "memory" / "2023-05-08.md").read_text()
+        # Private text written through the main mount (a private path of PRIVACY_TOML), waiting.
+        (main.mnt / "memory" / "notes").mkdir(exist_ok=True)
+        (main.mnt / "memory" / "notes" / "secret.md").write_text(
+            "".join(day.replace("## ", f"## (copy {copy}) ") for copy in range(40)))
+        assert memory.pending > 300
+        assert memory.store.counts(include_private=False)["pending"] == 0
+    finally:
+        memory.close()
+    out = memfs_cli("umount", str(shared.mnt), env={"MEMFS_STATE_DIR": str(shared.state)}, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"unmounted: {shared.mnt}", out.stdout

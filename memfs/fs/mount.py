@@ -318,7 +318,7 @@ class Daemon:
             self.socket.close()
             pyfuse3.close(unmount=True)
             self.memory.settle()
-            left = self.memory.pending
+            left = self.memory.pending_told()  # a shared mount's message counts public passages
             self.memory.close()
             if left:
                 # Another mount or daemon of this index goes on embedding them: not "the next start".

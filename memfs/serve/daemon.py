@@ -152,7 +152,7 @@ class ServeDaemon:
         finally:
             self.memory.stop()
             self.memory.settle()
-            left = self.memory.pending
+            left = self.memory.pending_told()  # a shared daemon's message counts public passages
             self.memory.close()
         if self.on_demand and self.socket.second:
             log.info("another daemon serves %s (agent %s, %s mode): not starting", self.cfg.workspace,

@@ -110,7 +110,10 @@ def test_agents_are_isolated(tmp_path: Path, make_memory) -> None:
     main.index()
     work.index()
     assert main.search("BLUEHERON").results
-    assert not work.search("BLUEHERON", min_score=0).results
+    # Nothing of main's reaches work's search (work's own MEMORY.md is a candidate of any query).
+    assert all(r.path == "MEMORY.md" and "BLUEHERON" not in r.snippet and "Quarterly" in r.snippet
+               for r in work.search("BLUEHERON", min_score=0).results)
+    assert not work.search("BLUEHERON").results
     assert main.paths.index != work.paths.index
 
 
@@ -327,3 +330,23 @@ def test_an_empty_section_of_memory_md_is_not_a_result(workspace: Path, make_mem
     for query in ("drink preference", "user preferences", "important decisions"):
         assert [r.path for r in memory.search(query, min_score=0).results if r.path == "MEMORY.md"] == [], query
     assert memory.search("oat milk").results[0].path == "memory/2026-11-20.md"
+
+
+def test_memory_md_stays_a_candidate_behind_a_history_that_outranks_it(workspace: Path, make_memory) -> None:
+    """MEMORY.md's facts are found however much history outranks its chunk: a newcomer's "medication
+    allergy" found MEMORY.md until months of chats were imported, then got nothing (its chunk, eight
+    facts in one, was in neither the 50 best keyword chunks nor the 50 nearest)."""
+    write(workspace / "MEMORY.md", "# Memory\n\n## Health\n- The user is allergic to penicillin.\n"
+          "- Blood type: O negative\n\n## People\n- Wife: Priya Raman\n- Boss: Dana Whitfield\n\n"
+          "## Preferences\n- Drinks oat milk flat whites\n- Runs 5 km on Saturdays\n- Prefers aisle seats\n"
+          "- Uses vim, never emacs\n")
+    for day in range(70):  # each a chunk of its own, nearer the question in words and meaning
+        write(workspace / "memory" / f"2026-{day // 28 + 1:02d}-{day % 28 + 1:02d}.md",
+              f"- Medication and allergy check-up {day}: the medication allergy list was reviewed again.\n")
+    memory = make_memory(workspace)
+    memory.index()
+    found = memory.search("medication allergy", max_results=100, min_score=0.0).results
+    assert any(r.path == "MEMORY.md" and "penicillin" in r.snippet for r in found), [r.citation for r in found[:5]]
+    # A shared reader never gets it (MEMORY.md is private), whatever the pool.
+    shared = memory.search("medication allergy", max_results=100, min_score=0.0, mode="shared").results
+    assert all(r.path != "MEMORY.md" for r in shared)

@@ -78,6 +78,12 @@ MERGE_COHERENCE = 0.53
 # percentile is .16 pooled, .17 whole).  scripts/merge_floor.py measures all of these.
 # Nor by a passage further away than this many blank lines (a new topic, or emptied noise).
 MERGE_GAP = 2
+# MEMORY.md's chunks are candidates of every query that may read it, beside the two pools: its
+# facts are what an agent asked to keep, and one chunk holds many unrelated ones, so its vector is
+# near none of them and its words are outranked once months of history are imported (a newcomer's
+# "medication allergy" found MEMORY.md, then nothing).  Up to this many of its chunks (about 8,000
+# tokens of facts, ~180 units more to score); past it, the nearest this many.
+LONG_TERM_POOL = 20
 # A query is embedded from its first characters (the model reads 256 word pieces anyway).
 QUERY_EMBED_CHARS = 2000
 _MESSAGE_DATE = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
@@ -403,7 +409,13 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     # the matrix product over every chunk vector then cost no time of their own.  Only the chunks
     # the vector side adds are read after.
     keyword_ids = [cid for cid, _ in keyword]
-    chunks = visible(keyword_ids)
+    long_term = (store.chunk_ids_of(LONG_TERM_NAMES, include_private)
+                 if scope.after is None and scope.before is None and any(map(scope.path_ok, LONG_TERM_NAMES)) else [])
+    few = len(long_term) <= LONG_TERM_POOL
+    known = set(keyword_ids)
+    early = keyword_ids + [cid for cid in long_term if cid not in known] if few else keyword_ids
+    known.update(early)
+    chunks = visible(early)
     weights = query_weights(store, terms, include_private)
     units = store.units_of(chunks, {cid: c.text for cid, c in chunks.items()})
     present = matched(units)
@@ -415,8 +427,11 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
             query_vector = query_vector()
         if query_vector is not None:
             vector = store.vector_candidates(query_vector, POOL, include_private, where, params)
-    known = set(keyword_ids)
-    added = visible(list(dict.fromkeys(cid for cid, _ in vector if cid not in known)))
+    wanted = [cid for cid, _ in vector if cid not in known]
+    if not few and query_vector is not None:
+        near = store.vector_similarity(query_vector, [cid for cid in long_term if cid not in known])
+        wanted += sorted(near, key=lambda cid: (-near[cid], cid))[:LONG_TERM_POOL]
+    added = visible(list(dict.fromkeys(wanted)))
     if added:
         chunks.update(added)
         more = store.units_of(added, {cid: c.text for cid, c in added.items()})

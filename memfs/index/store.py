@@ -1170,6 +1170,15 @@ class Store:
             ).fetchall()
         return {int(r[0]): StoredChunk(*r[:6], bool(r[6]), r[7], r[8]) for r in rows}
 
+    def chunk_ids_of(self, paths: Sequence[str], include_private: bool = True) -> list[int]:
+        """The ids of these files' chunks (public ones only, if asked), in id order."""
+        if not paths:
+            return []
+        scope = "" if include_private else " AND private = 0"
+        with self.lock:
+            return [int(r[0]) for r in self.conn.execute(
+                f"SELECT id FROM chunks WHERE path IN ({','.join('?' * len(paths))}){scope} ORDER BY id", list(paths))]
+
     def embedded_ids(self, ids: Iterable[int]) -> set[int]:
         wanted = list(ids)
         if not wanted:

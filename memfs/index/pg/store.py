@@ -1116,6 +1116,16 @@ class PgStore:
                 f"WHERE tenant_id = %s AND chunk_id = ANY (%s){scope}", (self.tenant, wanted)).fetchall()
         return {int(r[0]): StoredChunk(int(r[0]), *r[1:6], bool(r[6]), r[7], r[8]) for r in rows}
 
+    def chunk_ids_of(self, paths: Sequence[str], include_private: bool = True) -> list[int]:
+        """The ids of these files' chunks (public ones only, if asked), in id order."""
+        if not paths:
+            return []
+        scope = "" if include_private else " AND NOT private"
+        with self.lock:
+            rows = self.conn.execute(f"SELECT chunk_id FROM memfs.chunks WHERE tenant_id = %s AND path = ANY (%s){scope} "
+                                     "ORDER BY chunk_id", (self.tenant, list(paths))).fetchall()
+        return [int(r[0]) for r in rows]
+
     def embedded_ids(self, ids: Iterable[int]) -> set[int]:
         wanted = list(ids)
         if not wanted:

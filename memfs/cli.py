@@ -690,8 +690,14 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
             timezone(zone)  # a TZ this machine does not know is said here, not only in the mount's log
         if foreground:
             _daemon_logging(opts["verbose"])
-            launch = {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,
-                      "config_file": opts["config_file"], "overrides": [parse_override(o) for o in opts["overrides"]]}
+            from memfs.leavecwd import absolute_launch, leave_folder
+
+            launch = absolute_launch({"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,
+                                      "config_file": opts["config_file"],
+                                      "overrides": [parse_override(o) for o in opts["overrides"]]})
+            # Settled: it must not keep the folder it was started from busy (another mount's
+            # mountpoint, say, which could then not be unmounted).
+            leave_folder(cfg.embedding)
             from memfs.memory import IndexBusy
 
             try:

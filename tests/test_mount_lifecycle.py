@@ -262,3 +262,32 @@ def test_a_mount_that_fails_to_start_shows_its_own_log_lines_not_an_earlier_fail
             start_background(cfg, mnt, fail, timeout=30)
         assert f"{attempt} attempt: cannot mount" in str(failed.value)
     assert "first attempt" not in str(failed.value), str(failed.value)
+
+
+def test_a_mount_started_inside_another_mount_does_not_keep_it_busy(workspace: Path, mount_factory,
+                                                                    tmp_path: Path) -> None:
+    """`cd MNT1; memfs mount --mode shared WS MNT2`: the second mount's process must not stand in
+    MNT1 (MNT1 could then not be unmounted), and the paths it was given relative to MNT1 are
+    kept as they were meant (its settings are loaded again when .memfs.toml changes)."""
+    from mounts import Mounted, unmount
+
+    first = mount_factory(workspace)
+    second = Mounted(workspace, tmp_path / "shared-mnt", first.state, "main")
+    second.mnt.mkdir()
+    write(tmp_path / "settings.toml", "[search]\nmin_score = 0.0\n")
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(first.state)}
+    out = subprocess.run([sys.executable, "-m", "memfs", "mount", "--mode", "shared", "--config", "../settings.toml",
+                          str(workspace), str(second.mnt)], cwd=first.mnt, capture_output=True, text=True, env=env,
+                         timeout=120)
+    try:
+        assert out.returncode == 0, out.stderr
+        gone = subprocess.run([sys.executable, "-m", "memfs", "umount", str(first.mnt)], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert gone.returncode == 0 and not is_mounted(first.mnt), gone.stderr
+        assert os.readlink(f"/proc/{second.pid}/cwd") == "/"
+        assert (second.mnt / "memory").is_dir()  # the second mount goes on
+        records = [json.loads(r.read_text()) for r in (first.state / "mounts").glob("*.json")]
+        assert [r["config_file"] for r in records if r["mountpoint"] == str(second.mnt)] == \
+            [str(tmp_path / "settings.toml")]
+    finally:
+        unmount(second)

@@ -401,7 +401,7 @@ def index(rebuild: bool, to: str | None, as_json: bool, **opts: Any) -> None:
             try:
                 outcomes = memory.rebuild(progress=files_bar)
             except IndexBusy as exc:
-                raise click.ClickException(str(exc)) from None
+                raise click.ClickException(_in_use(cfg, str(exc), "rebuild the index")) from None
             files_done()
             answer = commands.index_report(memory, cfg, outcomes, as_json)
         else:
@@ -432,7 +432,7 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
     try:
         moved, source, target = move_index(cfg, to, progress=bar)
     except IndexInUse as exc:
-        raise click.ClickException(_in_use(cfg, str(exc))) from None
+        raise click.ClickException(_in_use(cfg, str(exc), "move the index")) from None
     except MoveRefused as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -457,9 +457,10 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
         click.echo(f'memfs uses the {current} index until index.backend = "{to}" is set', err=True)
 
 
-def _in_use(cfg: Config, refusal: str) -> str:
-    """A move refused for an index in use, naming the mounts and daemons that use it (the
-    refusal as it is when none is found: one of another state folder)."""
+def _in_use(cfg: Config, refusal: str, then: str) -> str:
+    """A move or rebuild refused for an index in use, naming the mounts and daemons that use it
+    and how to stop them before ``then`` (the refusal as it is when none is found: one of
+    another state folder)."""
     from memfs.serve.listing import named, serving
 
     processes = sorted(serving(cfg.state_dir, cfg.workspace, cfg.agent),
@@ -469,7 +470,7 @@ def _in_use(cfg: Config, refusal: str) -> str:
     users = " and ".join(named(p) for p in processes)
     steps = ", ".join(f"`memfs umount {p['mountpoint']}`" if p.get("mountpoint") else f"stop pid {p['pid']}"
                       for p in processes)
-    return f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {users}: {steps}, then move the index"
+    return f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {users}: {steps}, then {then}"
 
 
 _SEARCH_FLAGS = {"n": "-n", "min": "--min-score", "in": "--in", "after": "--after", "before": "--before",

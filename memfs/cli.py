@@ -758,6 +758,7 @@ def umount(mountpoint: Path, force: bool, **opts: Any) -> None:
     """Unmount cleanly (also clears a stale mount left by a crashed memfs); refuses while a
     program has a file open in the mount, unless --force."""
     from memfs.mounttable import MountError, unmount
+    from memfs.serve.listing import memfs_processes
     from memfs.userdirs import trusted_state_dir
 
     opts = _options(opts)
@@ -767,7 +768,7 @@ def umount(mountpoint: Path, force: bool, **opts: Any) -> None:
         else trusted_state_dir()
     target = Path(os.path.abspath(mountpoint.expanduser()))
     try:
-        outcome = unmount(target, state_dir, force=force)
+        outcome = unmount(target, state_dir, force=force, known=lambda: memfs_processes(state_dir))
     except MountError as exc:
         raise click.ClickException(str(exc)) from None
     outcome, _, note = outcome.partition("; ")

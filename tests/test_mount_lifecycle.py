@@ -291,3 +291,24 @@ def test_a_mount_started_inside_another_mount_does_not_keep_it_busy(workspace: P
             [str(tmp_path / "settings.toml")]
     finally:
         unmount(second)
+
+
+def test_umount_refused_for_a_memfs_process_inside_the_mount_names_it(tmp_path: Path, mounted) -> None:
+    """`cd MNT; memfs serve OTHER` by hand stands in MNT: the refusal says it is memfs's own
+    daemon, not just "python"."""
+    workspace = write(tmp_path / "other" / "MEMORY.md", "# Memory\n").parent
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(mounted.state), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    daemon = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], cwd=mounted.mnt,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        from memfs.serve.listing import serving
+
+        assert wait_until(lambda: daemon.pid in [p["pid"] for p in serving(mounted.state, workspace, "main")]
+                          or daemon.poll() is not None, timeout=60), list((mounted.state / "run").iterdir())
+        assert daemon.poll() is None, daemon.stderr.read() if daemon.stderr else ""
+        out = memfs_cli("umount", str(mounted.mnt), env={"MEMFS_STATE_DIR": str(mounted.state)})
+        assert out.returncode == 1 and is_mounted(mounted.mnt), out.stdout
+        assert f"is busy: `memfs serve` (pid {daemon.pid}) has {mounted.mnt};" in out.stderr, out.stderr
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)

@@ -401,7 +401,7 @@ def index(rebuild: bool, to: str | None, as_json: bool, **opts: Any) -> None:
             try:
                 outcomes = memory.rebuild(progress=files_bar)
             except IndexBusy as exc:
-                raise click.ClickException(str(exc)) from None
+                raise click.ClickException(_in_use(cfg, str(exc), "rebuild the index")) from None
             files_done()
             answer = commands.index_report(memory, cfg, outcomes, as_json)
         else:
@@ -432,7 +432,7 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
     try:
         moved, source, target = move_index(cfg, to, progress=bar)
     except IndexInUse as exc:
-        raise click.ClickException(_in_use(cfg, str(exc))) from None
+        raise click.ClickException(_in_use(cfg, str(exc), "move the index")) from None
     except MoveRefused as exc:
         raise click.ClickException(str(exc)) from None
     finally:
@@ -457,9 +457,10 @@ def _move_index(to: str, as_json: bool, opts: dict[str, Any]) -> None:
         click.echo(f'memfs uses the {current} index until index.backend = "{to}" is set', err=True)
 
 
-def _in_use(cfg: Config, refusal: str) -> str:
-    """A move refused for an index in use, naming the mounts and daemons that use it (the
-    refusal as it is when none is found: one of another state folder)."""
+def _in_use(cfg: Config, refusal: str, then: str) -> str:
+    """A move or rebuild refused for an index in use, naming the mounts and daemons that use it
+    and how to stop them before ``then`` (the refusal as it is when none is found: one of
+    another state folder)."""
     from memfs.serve.listing import named, serving
 
     processes = sorted(serving(cfg.state_dir, cfg.workspace, cfg.agent),
@@ -469,7 +470,7 @@ def _in_use(cfg: Config, refusal: str) -> str:
     users = " and ".join(named(p) for p in processes)
     steps = ", ".join(f"`memfs umount {p['mountpoint']}`" if p.get("mountpoint") else f"stop pid {p['pid']}"
                       for p in processes)
-    return f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {users}: {steps}, then move the index"
+    return f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {users}: {steps}, then {then}"
 
 
 _SEARCH_FLAGS = {"n": "-n", "min": "--min-score", "in": "--in", "after": "--after", "before": "--before",
@@ -690,8 +691,14 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
             timezone(zone)  # a TZ this machine does not know is said here, not only in the mount's log
         if foreground:
             _daemon_logging(opts["verbose"])
-            launch = {"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,
-                      "config_file": opts["config_file"], "overrides": [parse_override(o) for o in opts["overrides"]]}
+            from memfs.leavecwd import absolute_launch, leave_folder
+
+            launch = absolute_launch({"workspace": cfg.workspace, "agent": cfg.agent, "mode": cfg.mode,
+                                      "config_file": opts["config_file"],
+                                      "overrides": [parse_override(o) for o in opts["overrides"]]})
+            # Settled: it must not keep the folder it was started from busy (another mount's
+            # mountpoint, say, which could then not be unmounted).
+            leave_folder(cfg.embedding)
             from memfs.memory import IndexBusy
 
             try:
@@ -751,6 +758,7 @@ def umount(mountpoint: Path, force: bool, **opts: Any) -> None:
     """Unmount cleanly (also clears a stale mount left by a crashed memfs); refuses while a
     program has a file open in the mount, unless --force."""
     from memfs.mounttable import MountError, unmount
+    from memfs.serve.listing import memfs_processes
     from memfs.userdirs import trusted_state_dir
 
     opts = _options(opts)
@@ -760,7 +768,7 @@ def umount(mountpoint: Path, force: bool, **opts: Any) -> None:
         else trusted_state_dir()
     target = Path(os.path.abspath(mountpoint.expanduser()))
     try:
-        outcome = unmount(target, state_dir, force=force)
+        outcome = unmount(target, state_dir, force=force, known=lambda: memfs_processes(state_dir))
     except MountError as exc:
         raise click.ClickException(str(exc)) from None
     outcome, _, note = outcome.partition("; ")

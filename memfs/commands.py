@@ -338,6 +338,18 @@ def _listing(chosen: list[Version]) -> str:
     return head + "".join(f"  {v.path:<{width}}  {v.name}  {v.size:>9,} B  made {_when(v.time_ns)}\n" for v in chosen)
 
 
+def _main_only(cfg: Config, cwd: str) -> str:
+    """Why a shared caller may not forget, and where the main mode can be had: not inside a
+    shared-mode mount (its mode is not left by a flag there), but from any folder outside one,
+    naming the workspace."""
+    point = memfs_mount_containing(Path(cwd).resolve())
+    record = live_record(trusted_state_dir(), point) if point is not None else None
+    inside = (f"{cwd} is inside the {record.mode}-mode mount {point}, where the main mode is not available; "
+              if record is not None and record.mode != "main" else "")
+    return (f"{cfg.mode} mode may not forget versions: only the main mode, which sees every version, may: {inside}"
+            f"run it from a folder outside any shared-mode mount with --mode main -w {cfg.workspace}")
+
+
 def forget(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answer:
     """``args``: path and versions (names), or containing (a text); dry: only say what would be
     forgotten (JSON: count, listing), for the CLI to ask before it forgets."""
@@ -358,6 +370,8 @@ def forget(memory: Memory, cfg: Config, args: dict[str, Any], cwd: str) -> Answe
             return found
         rel = found
     versions = memory.versions(cfg.mode)
+    if versions.privacy.shared:
+        return Answer(error=_main_only(cfg, cwd))
     try:
         chosen = versions.to_forget(rel, names, None if text is None else str(text))
         if args.get("dry"):

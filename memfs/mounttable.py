@@ -18,6 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Mapping
 
 FSNAME = "memfs"
 
@@ -243,8 +244,11 @@ def users_of(mountpoint: Path, exclude: int | None = None) -> list[tuple[int, st
     return found
 
 
-def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0, force: bool = False) -> str:
-    """Unmount cleanly: the daemon finishes what it is doing and exits.  Also clears stale mounts."""
+def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0, force: bool = False,
+            known: Callable[[], Mapping[int, str]] | None = None) -> str:
+    """Unmount cleanly: the daemon finishes what it is doing and exits.  Also clears stale mounts.
+    ``known`` names memfs's own processes by pid (another mount, a daemon), for the refusal
+    when one of them keeps the mount busy."""
     record = pid_file(state_dir, mountpoint)
     info = read_record(state_dir, mountpoint)
     stale = is_stale(mountpoint)
@@ -255,7 +259,9 @@ def unmount(mountpoint: Path, state_dir: Path, timeout: float = 30.0, force: boo
     if not stale and not force:
         busy = users_of(mountpoint, info.pid if info else None)
         if busy:
-            named = ", ".join(f"{program} (pid {pid}) has {path}" for pid, program, path in busy[:3])
+            ours = known() if known is not None else {}
+            named = ", ".join(f"{ours.get(pid) or f'{program} (pid {pid})'} has {path}"
+                              for pid, program, path in busy[:3])
             raise MountError(f"{mountpoint} is busy: {named}{' and more' if len(busy) > 3 else ''}; close them "
                              "first (unmounting now would cut their writes off), or `memfs umount --force`")
     if running and not stale:

@@ -138,7 +138,7 @@ class Versions:
     def _main_only(self) -> History:
         if self.privacy.shared:
             raise VersionsError(f"{self.privacy.mode} mode may not forget versions: only the main mode, which "
-                                "sees every version, may (--mode main)")
+                                "sees every version, may (--mode main, from outside any shared-mode mount)")
         return self._history()
 
     def to_forget(self, rel: str | None, names: list[str], text: str | None) -> list[Version]:

@@ -225,3 +225,12 @@ def test_a_move_refused_while_the_workspace_is_mounted_names_the_mount(workspace
     assert out.returncode == 1, out.stdout + out.stderr
     assert out.stderr == (f"Error: the index of {workspace} (agent main) is in use by the mount on {mounted.mnt} "
                           f"(pid {mounted.pid}): `memfs umount {mounted.mnt}`, then move the index\n")
+
+
+@pytest.mark.fuse
+def test_a_rebuild_refused_while_the_workspace_is_mounted_names_the_mount(workspace: Path, mount_factory) -> None:
+    mounted = mount_factory(workspace)
+    out = memfs_cli("index", "--rebuild", "-w", str(workspace), env={"MEMFS_STATE_DIR": str(mounted.state)})
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert out.stderr == (f"Error: the index of {workspace} (agent main) is in use by the mount on {mounted.mnt} "
+                          f"(pid {mounted.pid}): `memfs umount {mounted.mnt}`, then rebuild the index\n")

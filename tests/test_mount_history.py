@@ -362,3 +362,25 @@ def test_text_appended_by_mistake_and_forgotten_is_on_no_route_and_not_in_the_hi
     assert all_versions(main.mnt) == kept
     assert MISTAKE in (main.mnt / "MEMORY.md").read_text()
     assert (main.mnt / rel).read_text() == "- 08:00 coffee\n- 09:00 standup\n"
+
+
+def test_forget_refused_inside_a_shared_mount_says_where_it_can_be_run(workspace: Path, tmp_path: Path,
+                                                                      mount_factory) -> None:
+    """Inside a shared mount `--mode main` is refused: the refusal must point to what works."""
+    main = mount_factory(workspace)
+    shared = mount_factory(workspace, "main", "--mode", "shared", mnt=tmp_path / "shared")
+    rel = "memory/2026-11-22.md"
+    (main.mnt / rel).write_text("- 08:00 coffee with FALCON-77\n")
+    (main.mnt / rel).write_text("- 08:00 coffee\n")
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(main.state)}
+    argv = [sys.executable, "-m", "memfs", "history", "forget", "--containing", "FALCON-77", "--yes"]
+    refused = subprocess.run(argv, cwd=shared.mnt / "memory", capture_output=True, text=True, env=env, timeout=120)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert refused.stderr == (f"Error: shared mode may not forget versions: only the main mode, which sees every "
+                              f"version, may: {shared.mnt / 'memory'} is inside the shared-mode mount {shared.mnt}, "
+                              "where the main mode is not available; run it from a folder outside any shared-mode "
+                              f"mount with --mode main -w {workspace}\n")
+    # What it says works, from outside (here: the main mount), MEMFS_MODE=shared notwithstanding.
+    done = subprocess.run([*argv, "--mode", "main", "-w", str(workspace)], cwd=main.mnt, capture_output=True,
+                          text=True, env={**env, "MEMFS_MODE": "shared"}, timeout=120)
+    assert done.returncode == 0 and done.stdout.startswith("forgot 1 version of 1 file"), done.stdout + done.stderr

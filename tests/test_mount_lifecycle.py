@@ -262,3 +262,53 @@ def test_a_mount_that_fails_to_start_shows_its_own_log_lines_not_an_earlier_fail
             start_background(cfg, mnt, fail, timeout=30)
         assert f"{attempt} attempt: cannot mount" in str(failed.value)
     assert "first attempt" not in str(failed.value), str(failed.value)
+
+
+def test_a_mount_started_inside_another_mount_does_not_keep_it_busy(workspace: Path, mount_factory,
+                                                                    tmp_path: Path) -> None:
+    """`cd MNT1; memfs mount --mode shared WS MNT2`: the second mount's process must not stand in
+    MNT1 (MNT1 could then not be unmounted), and the paths it was given relative to MNT1 are
+    kept as they were meant (its settings are loaded again when .memfs.toml changes)."""
+    from mounts import Mounted, unmount
+
+    first = mount_factory(workspace)
+    second = Mounted(workspace, tmp_path / "shared-mnt", first.state, "main")
+    second.mnt.mkdir()
+    write(tmp_path / "settings.toml", "[search]\nmin_score = 0.0\n")
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(first.state)}
+    out = subprocess.run([sys.executable, "-m", "memfs", "mount", "--mode", "shared", "--config", "../settings.toml",
+                          str(workspace), str(second.mnt)], cwd=first.mnt, capture_output=True, text=True, env=env,
+                         timeout=120)
+    try:
+        assert out.returncode == 0, out.stderr
+        gone = subprocess.run([sys.executable, "-m", "memfs", "umount", str(first.mnt)], capture_output=True,
+                              text=True, env=env, timeout=120)
+        assert gone.returncode == 0 and not is_mounted(first.mnt), gone.stderr
+        assert os.readlink(f"/proc/{second.pid}/cwd") == "/"
+        assert (second.mnt / "memory").is_dir()  # the second mount goes on
+        records = [json.loads(r.read_text()) for r in (first.state / "mounts").glob("*.json")]
+        assert [r["config_file"] for r in records if r["mountpoint"] == str(second.mnt)] == \
+            [str(tmp_path / "settings.toml")]
+    finally:
+        unmount(second)
+
+
+def test_umount_refused_for_a_memfs_process_inside_the_mount_names_it(tmp_path: Path, mounted) -> None:
+    """`cd MNT; memfs serve OTHER` by hand stands in MNT: the refusal says it is memfs's own
+    daemon, not just "python"."""
+    workspace = write(tmp_path / "other" / "MEMORY.md", "# Memory\n").parent
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(mounted.state), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    daemon = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], cwd=mounted.mnt,
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        from memfs.serve.listing import serving
+
+        assert wait_until(lambda: daemon.pid in [p["pid"] for p in serving(mounted.state, workspace, "main")]
+                          or daemon.poll() is not None, timeout=60), list((mounted.state / "run").iterdir())
+        assert daemon.poll() is None, daemon.stderr.read() if daemon.stderr else ""
+        out = memfs_cli("umount", str(mounted.mnt), env={"MEMFS_STATE_DIR": str(mounted.state)})
+        assert out.returncode == 1 and is_mounted(mounted.mnt), out.stdout
+        assert f"is busy: `memfs serve` (pid {daemon.pid}) has {mounted.mnt};" in out.stderr, out.stderr
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)

@@ -425,7 +425,9 @@ def test_two_mounts_writing_at_once_both_survive(both) -> None:
     logs = " ".join(p.read_text() for p in (main.state / "mounts").glob("*.log"))
     assert "after an error" not in logs and "BusyError" not in logs
     rebuild = memfs_cli("index", "--rebuild", "-w", str(main.workspace), env={"MEMFS_STATE_DIR": str(main.state)})
-    assert rebuild.returncode == 1 and "unmount" in rebuild.stderr  # never swapped under running mounts
+    # never swapped under running mounts, both named
+    assert rebuild.returncode == 1 and f"`memfs umount {main.mnt}`" in rebuild.stderr \
+        and f"`memfs umount {shared.mnt}`" in rebuild.stderr, rebuild.stderr
 
 
 def test_a_shared_status_names_no_file_the_shared_view_hides(both) -> None:

@@ -62,6 +62,15 @@ def named(process: dict[str, Any]) -> str:
     return f"{_NAMES.get(str(process['kind']), str(process['kind']))} (pid {process['pid']})"
 
 
+def memfs_processes(state_dir: Path) -> dict[int, str]:
+    """Every live memfs process recorded in ``state_dir`` (mounts and daemons of any workspace),
+    by pid, as a sentence names it: `memfs umount` says so when one keeps a mount busy."""
+    out = {int(info["pid"]): named({"kind": "serve", **info}) for info in _records(state_dir / "run")}
+    for info in _records(mounts_dir(state_dir)):
+        out[int(info["pid"])] = f"the memfs mount on {info.get('mountpoint')} (pid {info['pid']})"
+    return out
+
+
 def embedded_by(state_dir: Path, workspace: Path, agent: str, otherwise: str) -> str:
     """Who embeds what a stopping process leaves waiting, said as ``... embeds them``: another
     live process serving the same index (a second mount, a daemon), which goes on with it now;

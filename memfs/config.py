@@ -34,6 +34,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from memfs.mountinfo import memfs_mount_containing
 from memfs.userdirs import CONFIG_FILE, config_file_candidates, default_state_dir, trusted_state_dir  # noqa: F401
 
 log = logging.getLogger(__name__)
@@ -568,6 +569,11 @@ def load_config(
     if cfg.state_dir == ws or ws in cfg.state_dir.parents:
         # The index holds MEMORY.md's text: inside the workspace, a shared mount would show it.
         raise ConfigError(f"state_dir {cfg.state_dir} is inside the workspace {ws} "
+                          f"(from {cfg.sources.get('state_dir', 'default')}): put it elsewhere")
+    around = memfs_mount_containing(cfg.state_dir)
+    if around is not None:
+        # Written through a mount, the index (MEMORY.md's text) would land in that mount's workspace.
+        raise ConfigError(f"state_dir {cfg.state_dir} is inside the memfs mount {around} "
                           f"(from {cfg.sources.get('state_dir', 'default')}): put it elsewhere")
     if cfg.index.backend == "postgres":
         _check_postgres(cfg, env)

@@ -11,7 +11,6 @@ import errno
 import hashlib
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -20,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-FSNAME = "memfs"
+from memfs.mountinfo import FSNAME, memfs_mount_containing, mountinfo_rows, unescape  # noqa: F401 (FSNAME, memfs_mount_containing: imported from here)
+
 
 
 class MountError(RuntimeError):
@@ -144,44 +144,15 @@ class OtherMounts:
         return False
 
 
-def _unescape(field: str) -> str:
-    """/proc mount tables write space, tab, newline and backslash as octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
-def _mountinfo() -> list[list[str]]:
-    try:
-        with open("/proc/self/mountinfo") as mountinfo:
-            return [line.split() for line in mountinfo]
-    except OSError:
-        return []
-
-
 def mount_device(mountpoint: Path) -> str | None:
     """The "major:minor" of the filesystem mounted at ``mountpoint``, read without touching it
     (a stat of our own mountpoint before the loop runs would wait for ourselves)."""
     target = str(mountpoint)
     device = None
-    for fields in _mountinfo():
-        if len(fields) > 4 and _unescape(fields[4]) == target:
+    for fields in mountinfo_rows():
+        if len(fields) > 4 and unescape(fields[4]) == target:
             device = fields[2]  # the last one listed is the one on top
     return device
-
-
-def memfs_mount_containing(path: Path) -> Path | None:
-    """The memfs mountpoint at or above ``path`` (the innermost), if there is one."""
-    target = str(path)
-    found: Path | None = None
-    for fields in _mountinfo():
-        if "-" not in fields:
-            continue
-        fstype = fields[fields.index("-") + 1]
-        point = _unescape(fields[4])
-        if fstype != f"fuse.{FSNAME}" or not (target == point or target.startswith(point.rstrip("/") + "/")):
-            continue
-        if found is None or len(point) > len(str(found)):
-            found = Path(point)
-    return found
 
 
 def is_mounted(mountpoint: Path) -> bool:
@@ -190,7 +161,7 @@ def is_mounted(mountpoint: Path) -> bool:
         with open("/proc/self/mounts") as mounts:
             for line in mounts:
                 fields = line.split()
-                if len(fields) > 1 and _unescape(fields[1]) == target:
+                if len(fields) > 1 and unescape(fields[1]) == target:
                     return True
     except OSError:
         pass

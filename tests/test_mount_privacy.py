@@ -473,3 +473,16 @@ def test_unmounting_a_shared_mount_does_not_count_private_passages_left(both) ->
     out = memfs_cli("umount", str(shared.mnt), env={"MEMFS_STATE_DIR": str(shared.state)}, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"unmounted: {shared.mnt}", out.stdout
+
+
+def test_a_state_dir_inside_a_memfs_mount_is_refused(both, tmp_path: Path) -> None:
+    """A state directory inside a mount would have the index (MEMORY.md's text) written through
+    the mount into the workspace, where a shared mount shows it: refused, as one inside the
+    workspace is, whatever path names it."""
+    main, shared = both
+    inside = main.mnt / "notes-state"
+    out = memfs_cli("search", "-w", str(main.workspace), "alarm code", env={"MEMFS_STATE_DIR": str(inside)})
+    assert out.returncode != 0 and f"state_dir {inside} is inside the memfs mount {main.mnt}" in out.stderr, out.stderr
+    assert "Traceback" not in out.stderr
+    assert not (main.workspace / "notes-state").exists()
+    assert not any(SECRET.encode() in p.read_bytes() for p in shared.mnt.rglob("*.sqlite*") if p.is_file())

@@ -461,13 +461,13 @@ def _in_use(cfg: Config, refusal: str, then: str) -> str:
     """A move or rebuild refused for an index in use, naming the mounts and daemons that use it
     and how to stop them before ``then`` (the refusal as it is when none is found: one of
     another state folder)."""
-    from memfs.serve.listing import named, serving
+    from memfs.serve.listing import names, serving
 
     processes = sorted(serving(cfg.state_dir, cfg.workspace, cfg.agent),
                        key=lambda p: (not p.get("mountpoint"), p["pid"]))
     if not processes:
         return refusal
-    users = " and ".join(named(p) for p in processes)
+    users = names(processes)
     steps = ", ".join(f"`memfs umount {p['mountpoint']}`" if p.get("mountpoint") else f"stop pid {p['pid']}"
                       for p in processes)
     return f"the index of {cfg.workspace} (agent {cfg.agent}) is in use by {users}: {steps}, then {then}"

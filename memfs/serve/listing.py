@@ -62,6 +62,13 @@ def named(process: dict[str, Any]) -> str:
     return f"{_NAMES.get(str(process['kind']), str(process['kind']))} (pid {process['pid']})"
 
 
+def names(processes: list[dict[str, Any]]) -> str:
+    """Processes of :func:`serving` named in one phrase, mounts first: ``the mount on /m (pid 12)
+    and `memfs serve` (pid 30)``."""
+    ordered = sorted(processes, key=lambda p: (not p.get("mountpoint"), p["pid"]))
+    return " and ".join(named(p) for p in ordered)
+
+
 def memfs_processes(state_dir: Path) -> dict[int, str]:
     """Every live memfs process recorded in ``state_dir`` (mounts and daemons of any workspace),
     by pid, as a sentence names it: `memfs umount` says so when one keeps a mount busy."""
@@ -75,7 +82,7 @@ def embedded_by(state_dir: Path, workspace: Path, agent: str, otherwise: str) ->
     """Who embeds what a stopping process leaves waiting, said as ``... embeds them``: another
     live process serving the same index (a second mount, a daemon), which goes on with it now;
     else ``otherwise`` (the next start)."""
-    others = [named(p) for p in serving(state_dir, workspace, agent) if p["pid"] != os.getpid()]
+    others = [p for p in serving(state_dir, workspace, agent) if p["pid"] != os.getpid()]
     if not others:
         return otherwise
-    return f"{' and '.join(others)}, still running, embed{'s' if len(others) == 1 else ''} them"
+    return f"{names(others)}, still running, embed{'s' if len(others) == 1 else ''} them"

@@ -53,18 +53,18 @@ def already_embedding(client: Client) -> str:
     """Before `memfs index` asks the daemon that runs now: when passages wait, the line that
     says which mount or daemon of the index is embedding them already (the command waits with it
     for all of them, and its answer comes at the end); "" otherwise, or when no daemon runs."""
-    from memfs.serve.listing import named
+    from memfs.serve.listing import names
 
     answer = client.run("status", {"json": True})
     if answer is None or answer.error is not None:
         return ""
     info = json.loads(answer.stdout)
     waiting = int(info.get("pending") or 0) + int(info.get("pending_estimated") or 0)
-    processes = sorted(info.get("processes") or [], key=lambda p: (not p.get("mountpoint"), p["pid"]))
+    processes = info.get("processes") or []
     if not waiting or not processes:
         return ""
     one = len(processes) == 1
-    return (f"{' and '.join(named(p) for p in processes)} {'is' if one else 'are'} already embedding the {waiting} "
+    return (f"{names(processes)} {'is' if one else 'are'} already embedding the {waiting} "
             f"passages waiting: this waits until they are done (stopping it leaves them to {'it' if one else 'them'}; "
             "`memfs status` shows how far it got)")
 

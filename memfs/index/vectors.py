@@ -22,14 +22,18 @@ The KNN's matrix product runs on one BLAS thread: it reads every vector once (me
 MB of codes at 100k chunks), so a second thread gains little on a quiet machine, and on a busy one (2
 cores shared with other work) OpenBLAS's second thread spinning for a core made a 10k-chunk
 product take 40 ms instead of 2 ms.  A search runs it beside its keyword side (see
-:meth:`memfs.index.store.Store.nearest_later`), which needs the other core.
+:meth:`memfs.index.store.Store.nearest_later`), which needs the other core; once the keyword side
+is done, its thread takes blocks of the coarse pass too (:mod:`memfs.index.sharedwork`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import threading
 from collections.abc import Iterator
+
+from memfs.index.sharedwork import SharedWork
 
 from memfs.lazy import lazy_module
 
@@ -196,9 +200,11 @@ class VectorMatrix:
         self.private[row] = False
         self.free.append(row)
 
-    def knn(self, query: np.ndarray, k: int, include_private: bool = True) -> list[tuple[int, float]]:
+    def knn(self, query: np.ndarray, k: int, include_private: bool = True,
+            share: SharedWork | None = None) -> list[tuple[int, float]]:
         """(chunk id, cosine similarity) of the k nearest vectors, best first; vectors are unit
-        length so the dot product is the cosine."""
+        length so the dot product is the cosine.  ``share``: a thread waiting for the answer may
+        take blocks of the coarse pass (see :mod:`memfs.index.sharedwork`)."""
         if not self.rows:
             return []
         q = np.asarray(query, dtype=np.float32)
@@ -215,7 +221,7 @@ class VectorMatrix:
             top = np.argpartition(-scores, k - 1)[:k]
             return self._ranked(top, scores[top])
         with one_blas_thread():
-            coarse = self._coarse(q)
+            coarse = self._coarse(q, share)
         bound = self.errors[: self.used] * float(np.linalg.norm(q)) + ROUNDING
         coarse[excluded] = -np.inf
         # The k-th best lower bound: at least k rows score that much or more, so a row whose
@@ -229,14 +235,30 @@ class VectorMatrix:
             candidates, exact = candidates[best], exact[best]
         return self._ranked(candidates, exact)
 
-    def _coarse(self, q: np.ndarray) -> np.ndarray:
+    def _coarse(self, q: np.ndarray, share: SharedWork | None = None) -> np.ndarray:
         out = np.empty(self.used, dtype=np.float32)
-        block = np.empty((COARSE_BLOCK, self.dims), dtype=np.float32)
-        for begin in range(0, self.used, COARSE_BLOCK):
-            stop = min(self.used, begin + COARSE_BLOCK)
-            part = block[: stop - begin]
-            np.copyto(part, self.codes[begin:stop], casting="unsafe")
-            np.matmul(part, q, out=out[begin:stop])
+        starts = range(0, self.used, COARSE_BLOCK)
+        taken = itertools.count()  # its next() is atomic under the interpreter lock: each block once
+
+        def blocks() -> None:
+            block = np.empty((COARSE_BLOCK, self.dims), dtype=np.float32)  # each thread its own
+            for index in taken:
+                if index >= len(starts):
+                    return
+                begin = starts[index]
+                stop = min(self.used, begin + COARSE_BLOCK)
+                part = block[: stop - begin]
+                np.copyto(part, self.codes[begin:stop], casting="unsafe")
+                np.matmul(part, q, out=out[begin:stop])
+
+        if share is None:
+            blocks()
+        else:
+            share.offer(blocks)
+            try:
+                blocks()
+            finally:
+                share.withdraw()
         out *= self.scales[: self.used]
         return out
 

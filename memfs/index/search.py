@@ -27,6 +27,7 @@ import dataclasses
 import datetime as dt
 import functools
 import logging
+import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, wait
@@ -372,8 +373,9 @@ class Scored:
 
 
 def score_units(store: IndexStore, query: str, query_vector: QueryVector, include_private: bool,
-                hides: Callable[[str], bool] | None, scope: Scope) -> Scored:
-    """Every unit of the candidate chunks with its calibrated score."""
+                hides: Callable[[str], bool] | None, scope: Scope, floor: float = -math.inf) -> Scored:
+    """Every unit of the candidate chunks with its calibrated score; ``ranked`` holds those that
+    score ``floor`` or more (a search's ``min_score``: no later step raises a score)."""
     where, params = scope.sql()
     # Held throughout: the nearest chunks are found on another thread, from the in-memory matrix
     # the lock keeps writers away from (see Store.nearest_later).
@@ -381,7 +383,7 @@ def score_units(store: IndexStore, query: str, query_vector: QueryVector, includ
         nearest = (store.nearest_later(query_vector, POOL, include_private)
                    if callable(query_vector) and not where else None)
         try:
-            return _score_units(store, query, query_vector, include_private, hides, scope, nearest)
+            return _score_units(store, query, query_vector, include_private, hides, scope, nearest, floor)
         finally:
             if nearest is not None:
                 nearest.cancel()
@@ -390,7 +392,8 @@ def score_units(store: IndexStore, query: str, query_vector: QueryVector, includ
 
 def _score_units(store: IndexStore, query: str, query_vector: QueryVector, include_private: bool,
                  hides: Callable[[str], bool] | None, scope: Scope,
-                 nearest: Future[tuple[np.ndarray | None, list[tuple[int, float]]]] | None) -> Scored:
+                 nearest: Future[tuple[np.ndarray | None, list[tuple[int, float]]]] | None,
+                 floor: float = -math.inf) -> Scored:
     terms = search_terms(query)
     where, params = scope.sql()
     keyword = store.keyword_top(informative_terms(store, terms, include_private), POOL, include_private, where,
@@ -419,6 +422,9 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     weights = query_weights(store, terms, include_private)
     units = store.units_of(chunks, {cid: c.text for cid, c in chunks.items()})
     present = matched(units)
+    dims = (len(query_vector) if query_vector is not None and not callable(query_vector)
+            else int((store.fingerprint or {}).get("dims") or 0))
+    matrix = _vectors(units, dims)  # before the wait for the vector side, as the rest above
     vector: list[tuple[int, float]] = []
     if nearest is not None:
         query_vector, vector = nearest.result()
@@ -441,8 +447,12 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         both, held = units + more, present + matched(more)
         order = sorted(range(len(both)), key=[u.chunk_id for u in both].__getitem__)
         units, present = [both[i] for i in order], [held[i] for i in order]
+        matrix = np.concatenate([matrix, _vectors(more, dims)])[order]
     if not chunks or not units:
         return Scored([], {}, {})
+    if query_vector is not None and len(query_vector) != dims:  # not the index's model (being rebuilt)
+        dims = len(query_vector)
+        matrix = _vectors(units, dims)
     chunk_cos = dict(vector)
     missing = [cid for cid in chunks if cid not in chunk_cos]
     if query_vector is not None and missing:
@@ -450,8 +460,6 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     shares: dict[frozenset[str], float] = {}  # a few distinct sets of terms among ~900 units
     coverage = np.array([shares[held] if held in shares else shares.setdefault(
         held, scoring.keyword_coverage(weights, held)) for held in present])
-    dims = len(query_vector) if query_vector is not None else int((store.fingerprint or {}).get("dims") or 0)
-    matrix = _vectors(units, dims)
     if query_vector is not None:
         unit_cos = matrix @ np.asarray(query_vector, dtype=np.float32)
     else:
@@ -476,7 +484,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         in_chunk = by_chunk.setdefault(unit.chunk_id, [])
         if not in_chunk or (in_chunk[-1].start_line, in_chunk[-1].end_line) != (unit.start_line, unit.end_line):
             in_chunk.append(unit)  # twins (units.twins) are one passage of the file
-        if dated and not scope.day_ok(unit_day(chunk.path, unit)):
+        if score < floor or dated and not scope.day_ok(unit_day(chunk.path, unit)):
             continue
         item = _Scored(unit, chunk, score, share, cosine, around_cos)
         key = (chunk.path, unit.start_line, unit.end_line)
@@ -617,7 +625,7 @@ def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, para
     they cannot shift the scores of what is shown.  Each candidate is checked against ``hides``
     once more, for paths private now that were indexed when they were not."""
     options = params.options
-    found = score_units(store, query, query_vector, hides is None, hides, Scope(options))
+    found = score_units(store, query, query_vector, hides is None, hides, Scope(options), params.min_score)
     scored = found.ranked
     if options.decay_days:
         scored = _decay(scored, options.decay_days, today or dt.datetime.now(dt.timezone.utc).date())

@@ -812,10 +812,13 @@ def _serve(workspace_dir: Path | None, opts: dict[str, Any], idle: float | None 
             ready("off")
             return
         memory = _memory(cfg)  # the same checks as every command (the workspace exists, is no mount)
-        if on_demand:
-            os.chdir("/")  # settled: it must not keep a folder busy (a mount cannot be unmounted under it)
-            if idle is None:
-                idle = cfg.daemon.idle_s
+        from memfs.leavecwd import leave_folder
+
+        # Settled (workspace, state, config file): it must not keep the folder it was started
+        # from busy, started on demand or by hand (a mount could not be unmounted under it).
+        leave_folder(cfg.embedding)
+        if on_demand and idle is None:
+            idle = cfg.daemon.idle_s
         daemon = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready)
         left = daemon.run()
     except click.ClickException as exc:

@@ -182,6 +182,26 @@ def test_serve_keeps_the_index_current_and_stops_promptly(tmp_path: Path, worksp
     assert after.returncode == 0 and "answered in this process" in after.stderr
 
 
+def test_serve_started_by_hand_leaves_the_folder_it_was_started_from(tmp_path: Path, workspace: Path) -> None:
+    """`cd MNT; memfs serve ../ws` must not keep MNT busy (it could then not be unmounted); the
+    workspace it was given relative to that folder is still the one it serves and watches."""
+    env = base_env(tmp_path)
+    here = tmp_path / "here"
+    here.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "memfs", "serve", "../ws"], env=env, cwd=here,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_record(tmp_path / "state" / "run", proc.pid)
+        assert os.readlink(f"/proc/{proc.pid}/cwd") == "/"
+        out = run("-v", "status", "-w", str(workspace), env=env)
+        assert f"answered by the daemon with pid {proc.pid}" in out.stderr, out.stderr
+        write(workspace / "memory" / "2026-11-20.md", "## 09:00\nThe ferry to Hydra leaves at 7:40.\n")
+        assert "memory/2026-11-20.md#L" in _found_within(30, "ferry Hydra", "2026-11-20.md", workspace, env)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def test_a_change_the_watcher_could_not_index_at_once_is_indexed_when_it_can(tmp_path: Path, workspace: Path,
                                                                             served: subprocess.Popen) -> None:
     """An index locked past its busy timeout (a long write on a loaded machine) failed the

@@ -811,11 +811,16 @@ def _serve(workspace_dir: Path | None, opts: dict[str, Any], idle: float | None 
         if on_demand and not cfg.daemon.on_demand:
             ready("off")
             return
+        from memfs.leavecwd import leave_folder
+
+        # Settled (workspace, state, config file): it must not keep the folder it was started
+        # from busy, started on demand or by hand (a mount could not be unmounted under it).  Left
+        # before the index opens, as a mount does: the embedding client keys its service by the
+        # model's path, made absolute here.
+        leave_folder(cfg.embedding)
         memory = _memory(cfg)  # the same checks as every command (the workspace exists, is no mount)
-        if on_demand:
-            os.chdir("/")  # settled: it must not keep a folder busy (a mount cannot be unmounted under it)
-            if idle is None:
-                idle = cfg.daemon.idle_s
+        if on_demand and idle is None:
+            idle = cfg.daemon.idle_s
         daemon = ServeDaemon(cfg, memory, idle_s=idle, on_demand=on_demand, on_ready=ready)
         left = daemon.run()
     except click.ClickException as exc:

@@ -1,7 +1,8 @@
-"""A long-running process (a mount) leaves the folder it was started from: a process whose
-current directory is inside a mount keeps that mount busy, and ``memfs umount`` refuses it.
-Before it leaves, every path it may still read relative to that folder is made absolute: its
-settings' file paths, and the environment it loads its settings from again."""
+"""A long-running process (a mount, ``memfs serve`` by hand or on demand) leaves the folder it was
+started from: a process whose current directory is inside a mount keeps that mount busy, and
+``memfs umount`` refuses it.  Before it leaves, every path it may still read relative to that
+folder is made absolute: its settings' file paths, and the environment it loads its settings
+from again."""
 
 from __future__ import annotations
 

@@ -182,6 +182,26 @@ def test_serve_keeps_the_index_current_and_stops_promptly(tmp_path: Path, worksp
     assert after.returncode == 0 and "answered in this process" in after.stderr
 
 
+def test_serve_started_by_hand_leaves_the_folder_it_was_started_from(tmp_path: Path, workspace: Path) -> None:
+    """`cd MNT; memfs serve ../ws` must not keep MNT busy (it could then not be unmounted); the
+    workspace it was given relative to that folder is still the one it serves and watches."""
+    env = base_env(tmp_path)
+    here = tmp_path / "here"
+    here.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "memfs", "serve", "../ws"], env=env, cwd=here,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_record(tmp_path / "state" / "run", proc.pid)
+        assert os.readlink(f"/proc/{proc.pid}/cwd") == "/"
+        out = run("-v", "status", "-w", str(workspace), env=env)
+        assert f"answered by the daemon with pid {proc.pid}" in out.stderr, out.stderr
+        write(workspace / "memory" / "2026-11-20.md", "## 09:00\nThe ferry to Hydra leaves at 7:40.\n")
+        assert "memory/2026-11-20.md#L" in _found_within(30, "ferry Hydra", "2026-11-20.md", workspace, env)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+
+
 def test_a_change_the_watcher_could_not_index_at_once_is_indexed_when_it_can(tmp_path: Path, workspace: Path,
                                                                             served: subprocess.Popen) -> None:
     """An index locked past its busy timeout (a long write on a loaded machine) failed the
@@ -254,6 +274,32 @@ def test_a_mount_answers_the_cli_and_unmounts_saying_what_was_left(tmp_path: Pat
     assert "pending:    0 " not in status.stdout  # persisted, not lost: the next start embeds them
 
 
+@pytest.mark.fuse
+def test_the_surviving_mount_of_a_workspace_answers_commands_once_the_first_is_unmounted(
+        tmp_path: Path, workspace: Path, mount_factory) -> None:
+    """Two mounts of one workspace: the second waits for the socket's key and takes it when the
+    first unmounts, so the next command is answered by it, not by a daemon started on demand
+    beside it (which would embed too)."""
+    first = mount_factory(workspace)
+    second = mount_factory(workspace)
+    first_pid, second_pid = first.pid, second.pid
+    env = {**base_env(tmp_path), "MEMFS_DAEMON_ON_DEMAND": "true"}
+    waiting = mount_factory(workspace)  # a mount that waits for the key still unmounts promptly
+    began = time.monotonic()
+    out = run("umount", str(waiting.mnt), env=env)
+    assert out.returncode == 0 and time.monotonic() - began < 10, out.stderr
+    before = run("-v", "status", env=env, cwd=second.mnt)
+    assert f"answered by the daemon with pid {first_pid}" in before.stderr, before.stderr
+    gone = run("umount", str(first.mnt), env=env)
+    assert gone.returncode == 0, gone.stderr
+    after = run("-v", "status", env=env, cwd=second.mnt)
+    assert f"answered by the daemon with pid {second_pid}" in after.stderr, after.stderr
+    assert "started a daemon" not in after.stderr
+    assert f"served by:  pid {second_pid}: mount on {second.mnt} (main mode, answers commands)" in after.stdout
+    announced = [json.loads(r.read_text()) for r in (tmp_path / "state" / "run").glob("*.json")]
+    assert [(r["pid"], r["kind"]) for r in announced] == [(second_pid, "mount")]
+
+
 def test_the_fast_cl100k_loader_encodes_as_tiktoken_does() -> None:
     import tiktoken
 
@@ -288,40 +334,56 @@ def test_the_decoded_ranks_are_cached_and_a_damaged_cache_is_rebuilt(tmp_path: P
         tokens.encoding.cache_clear()
 
 
-def test_one_daemon_answers_per_workspace_and_a_killed_one_leaves_nothing_broken(
+def _said(proc: subprocess.Popen, words: str, timeout: float = 90) -> str:
+    """What ``proc`` wrote on stderr up to the line holding ``words`` (waited for by its words,
+    not a fixed sleep: on a busy machine a start takes longer)."""
+    assert proc.stderr is not None
+    said = ""
+    deadline = time.monotonic() + timeout
+    while words not in said and time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        said += line
+    return said
+
+
+def test_one_daemon_answers_per_workspace_the_next_takes_over_and_a_killed_one_leaves_nothing_broken(
         tmp_path: Path, workspace: Path, served: subprocess.Popen) -> None:
     env = base_env(tmp_path)
     second = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    # Up and settled: it logs that another daemon answers, then serves without a socket (waited
-    # for by its words, not a fixed sleep: on a busy machine its start takes longer).
-    assert second.stderr is not None
-    said = ""
-    deadline = time.monotonic() + 90
-    while "another daemon answers commands" not in said and time.monotonic() < deadline:
-        line = second.stderr.readline()
-        if not line:
-            break
-        said += line
-    second.send_signal(signal.SIGTERM)
-    _, err = second.communicate(timeout=60)
-    err = said + err
-    assert "another daemon answers commands" in err and "Traceback" not in err
-    still = run("-v", "status", "-w", str(workspace), env=env)
-    assert f"answered by the daemon with pid {served.pid}" in still.stderr  # the second left its socket alone
-    served.kill()  # kill -9: the socket file stays behind, its lock does not
-    served.wait()
-    stale = run("-v", "status", "-w", str(workspace), env=env)
-    assert stale.returncode == 0 and "answered in this process" in stale.stderr and "Traceback" not in stale.stderr
-    third = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    third = None
     try:
-        wait_for_record(tmp_path / "state" / "run", third.pid)
-        again = run("-v", "status", "-w", str(workspace), env=env)
-        assert f"answered by the daemon with pid {third.pid}" in again.stderr
-    finally:
+        # Up and settled: it logs that another daemon answers, and waits for the socket.
+        said = _said(second, "another daemon answers commands")
+        assert "another daemon answers commands" in said and "this one answers them when it stops" in said
+        still = run("-v", "status", "-w", str(workspace), env=env)
+        assert f"answered by the daemon with pid {served.pid}" in still.stderr  # the second left its socket alone
+        served.kill()  # kill -9: the socket file stays behind, its lock does not
+        served.wait()
+        # The waiting one takes the key the moment it is free, and binds over the dead socket.
+        assert "this serve answers them now" in _said(second, "this serve answers them now")
+        taken = run("-v", "status", "-w", str(workspace), env=env)
+        assert f"answered by the daemon with pid {second.pid}" in taken.stderr, taken.stderr
+        # One that waits stops promptly and cleanly.
+        third = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        said = _said(third, "INFO memfs.serve.daemon: serving ")  # said once it listens for signals
+        assert "another daemon answers commands" in said
+        began = time.monotonic()
         third.send_signal(signal.SIGTERM)
-        third.wait(timeout=60)
+        _, err = third.communicate(timeout=60)
+        assert time.monotonic() - began < 10 and third.returncode == 0 and "Traceback" not in said + err, said + err
+        second.kill()
+        second.wait()
+        stale = run("-v", "status", "-w", str(workspace), env=env)
+        assert stale.returncode == 0 and "answered in this process" in stale.stderr and "Traceback" not in stale.stderr
+    finally:
+        for proc in (second, third):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def test_section_edge_cases() -> None:

@@ -63,6 +63,24 @@ def test_the_main_mode_is_told_the_rate_of_private_text_being_embedded_and_a_sha
     assert shared.rate == 0 and not shared.active  # nothing public was embedded: nothing to tell it
 
 
+def test_a_reader_with_nothing_waiting_is_shown_no_embedding_rate(workspace: Path, make_memory) -> None:
+    """A shared reader whose public passages are all embedded, while private ones wait, is told
+    no rate (it was the rate of public batches over the last minute, beside "pending: 0")."""
+    for name in list(workspace.rglob("*.md")):
+        name.unlink()
+    write(workspace / "memory" / "2026-11-20.md", "# 2026-11-20\n\n- Public: the ferry leaves at 7:40.\n")
+    memory = make_memory(workspace)
+    memory.reconcile()
+    memory.embed_pending()  # the public note: a public rate is recorded
+    write(workspace / "MEMORY.md", "".join(f"- Private fact {i}: the locker code is {1000 + i}.\n" for i in range(40)))
+    memory.file_changed("MEMORY.md")
+    shared, main = memory.status(mode="shared"), memory.status(mode="main")
+    assert shared["pending"] == 0 and shared["embed_rate"] is None and shared["seconds_left"] is None, shared
+    assert main["pending"] > 0 and main["embed_rate"] > 0  # the main mode has a backlog, and a rate for it
+    memory.embed_pending()
+    assert memory.status(mode="main")["embed_rate"] is None  # nothing waits for it either now
+
+
 def test_the_last_written_file_first_though_its_chunks_were_made_before_an_earlier_ones(
         workspace: Path, make_memory) -> None:
     """A big write's exact chunks are made by the completion worker after files written later

@@ -294,12 +294,13 @@ def test_a_mount_started_inside_another_mount_does_not_keep_it_busy(workspace: P
 
 
 def test_umount_refused_for_a_memfs_process_inside_the_mount_names_it(tmp_path: Path, mounted) -> None:
-    """`cd MNT; memfs serve OTHER` by hand stands in MNT: the refusal says it is memfs's own
-    daemon, not just "python"."""
+    """An MCP host starts `memfs mcp -w OTHER` in MNT (an MCP server stays where it was started:
+    its tools read paths relative to it), and it keeps OTHER's index current itself: the refusal
+    says it is memfs's own daemon, not just "python".  (`memfs serve` leaves its folder.)"""
     workspace = write(tmp_path / "other" / "MEMORY.md", "# Memory\n").parent
     env = {**clean_env(), "MEMFS_STATE_DIR": str(mounted.state), "MEMFS_EMBEDDING_PROVIDER": "none"}
-    daemon = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], cwd=mounted.mnt,
-                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    daemon = subprocess.Popen([sys.executable, "-m", "memfs", "mcp", "-w", str(workspace)], cwd=mounted.mnt,
+                              stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     try:
         from memfs.serve.listing import serving
 
@@ -308,7 +309,9 @@ def test_umount_refused_for_a_memfs_process_inside_the_mount_names_it(tmp_path: 
         assert daemon.poll() is None, daemon.stderr.read() if daemon.stderr else ""
         out = memfs_cli("umount", str(mounted.mnt), env={"MEMFS_STATE_DIR": str(mounted.state)})
         assert out.returncode == 1 and is_mounted(mounted.mnt), out.stdout
-        assert f"is busy: `memfs serve` (pid {daemon.pid}) has {mounted.mnt};" in out.stderr, out.stderr
+        assert f"is busy: `memfs mcp` (pid {daemon.pid}) has {mounted.mnt};" in out.stderr, out.stderr
     finally:
         daemon.terminate()
         daemon.wait(timeout=60)
+        if daemon.stdin is not None:
+            daemon.stdin.close()

@@ -228,6 +228,11 @@ def test_status_file(vmount) -> None:
     status = (vmount.mnt / ".memfs" / "status").read_text()
     assert "files:      2" in status and f"mount:      {vmount.mnt}" in status
     assert "provider:   local" in status and "/workspaces/ws-" in status
+    # Who serves the workspace, as `memfs status` says it.
+    assert f"served by:  pid {vmount.pid}: mount on {vmount.mnt} (main mode, answers commands)\n" in status
+    cli = memfs_cli("status", "-w", str(vmount.workspace), env={"MEMFS_STATE_DIR": str(vmount.state)}).stdout
+    assert [line for line in status.splitlines() if line.startswith("served by:")] == \
+        [line for line in cli.splitlines() if line.startswith("served by:")]
 
 
 def test_context_fairness_on_the_mount(workspace: Path, mount_factory) -> None:

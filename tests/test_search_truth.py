@@ -261,6 +261,33 @@ def test_transcripts_of_any_size_are_indexed_incrementally(workspace: Path, make
     assert any("memory/huge-notes.md" in w and "index.max_file_mb" in w for w in warnings)
 
 
+def test_a_bad_transcript_line_is_logged_once_not_at_every_append(workspace: Path, make_memory,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    """A transcript that grows is read again from its last chunk (whole, while it has one): the
+    bad line read before is not logged again at each append; a new bad line is, once."""
+    def line(text: str) -> str:
+        return json.dumps({"type": "message", "message": {"role": "user", "content": text}}) + "\n"
+
+    transcript = write(workspace / "sessions" / "s1.jsonl", line("hello ferry") + "not json here\n")
+    memory = make_memory(workspace, embedding__provider="none")
+    with caplog.at_level("WARNING", logger="memfs"):
+        memory.index()
+        for i in range(2):
+            with open(transcript, "a") as out:
+                out.write(line(f"boat {i}"))
+            assert memory.file_changed("sessions/s1.jsonl").action == "indexed"
+        with open(transcript, "a") as out:
+            out.write(line("canoe") * 400 + "also not json\n")  # chunks to resume from, then a new bad line
+        memory.file_changed("sessions/s1.jsonl")
+        with open(transcript, "a") as out:
+            out.write(line("kayak"))
+        assert memory.file_changed("sessions/s1.jsonl").chunks <= 2  # read again from its last chunk only
+    said = [r.getMessage() for r in caplog.records if "not valid JSON" in r.getMessage()]
+    assert said == ["sessions/s1.jsonl: line 2 is not valid JSON and is not indexed",
+                    "sessions/s1.jsonl: line 405 is not valid JSON and is not indexed"], said
+    assert memory.search("kayak").results[0].path == "sessions/s1.jsonl"
+
+
 def test_search_while_some_chunks_are_embedded(workspace: Path, make_memory, locomo_day) -> None:
     """The background embedder takes a chunk with all its units (its vector is made from
     theirs): a search in between (any CLI command beside a busy daemon) scores what has vectors,

@@ -44,9 +44,10 @@ from memfs.mounttable import (  # noqa: F401
     read_record,
     unmount,
 )
-from memfs.serve.listing import embedded_by
+from memfs.serve.listing import embedded_by, serving
 from memfs.serve.server import SocketServer
 from memfs.state import make_private_dir
+from memfs.userdirs import trusted_state_dir
 from memfs.watch import watch_workspace
 
 log = logging.getLogger(__name__)
@@ -156,6 +157,8 @@ class Daemon:
         self.ops = MemfsOperations(cfg.workspace, self.writes, cfg.mount.entry_timeout_s, cfg.mount.attr_timeout_s,
                                    cfg.mount.xattrs, virtual=virtual)
         virtual.add_meta_file("requests", self._requests)
+        # As `memfs status` lists them (the same state directory, the user's own).
+        virtual.processes = lambda: serving(trusted_state_dir(), cfg.workspace, cfg.agent)
         self.quick: fuseloop.QuickWait | None = None
         self.poll = BusyPoll(cfg.mount.busy_poll_us)
         self.ops.on_request = self.poll.touch

@@ -22,6 +22,7 @@ import os
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Any
 
 from memfs.config import MAIN_MODE
 from memfs.fs.historyfiles import HistoryFiles
@@ -84,6 +85,9 @@ class VirtualTree:
         # longest any rendering waited for vectors.
         self.renders = 0
         self.longest_wait_ms = 0.0
+        # Which processes serve the workspace, for the "served by:" lines `memfs status` prints
+        # too; set by the mount (the listing is the serve layer's).
+        self.processes: Callable[[], list[dict[str, Any]]] | None = None
         if prefix:
             folder = self._add(prefix, 1, True)
             self.top[prefix] = folder.inode
@@ -128,6 +132,8 @@ class VirtualTree:
         info["uptime_s"] = round(time.time() - self.memory.started, 1)
         info["search_renders"] = self.renders
         info["longest_vector_wait_ms"] = self.longest_wait_ms
+        if self.processes is not None:
+            info["processes"] = self.processes()
         return render_status(info).encode()
 
     def _search_renderer(self, query: str, ext: str, options: SearchOptions) -> Callable[[], bytes]:

@@ -95,8 +95,11 @@ class Backlog:
         return f"{what}; no embedding rate measured yet"
 
     def as_dict(self) -> dict[str, object]:
+        """``embed_rate`` is None when nothing waits: a rate beside "pending: 0" is of batches
+        this reader has nothing in (a shared reader's: the public ones of the last minute)."""
         left = self.seconds_left
-        return {"pending": self.pending, "embed_rate": round(self.rate, 2), "embedding_now": self.active,
+        return {"pending": self.pending, "embed_rate": round(self.rate, 2) if self.pending else None,
+                "embedding_now": self.active,
                 "seconds_left": None if left is None else round(left, 1)}
 
 

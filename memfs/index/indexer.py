@@ -225,9 +225,9 @@ class Indexer:
             identity = _identity(fd, st.st_size) if kind.is_jsonl else ""
             if kind.is_jsonl and previous is not None and previous.hash == identity and previous.private == private:
                 return _Read("", previous, unchanged=True)
-            append = (kind.is_jsonl and previous is not None and not previous.error and previous.resume_offset > 0
-                      and st.st_size > previous.size and previous.private == private
-                      and previous.tail_hash == _tail_hash(fd, previous.size))
+            grew = (kind.is_jsonl and previous is not None and not previous.error and st.st_size > previous.size
+                    and previous.private == private and previous.tail_hash == _tail_hash(fd, previous.size))
+            append = grew and previous is not None and previous.resume_offset > 0
             start = previous.resume_offset if append and previous else 0
             data = _read_from(fd, start)
             if identity.startswith("size:"):
@@ -246,10 +246,16 @@ class Indexer:
         digest = identity or hashlib.sha256(data).hexdigest()
         record = FileRecord(rel, kind.value, digest, st.st_mtime, st.st_size, 0, "", private, warning, tail)
         first_line = previous.resume_line if append and previous else 1
-        return _Read(text, record, first_line, append, start, data, header=header)
+        # A transcript that grew is read again from its last chunk (or whole, when it has one):
+        # the lines up to the old end were judged (a bad one logged) when they were read before.
+        # The line the old end falls in is new (it was cut short then).
+        new_from = first_line + data[:previous.size - start].count(b"\n") if grew and previous else first_line
+        return _Read(text, record, first_line, append, start, data, header=header, new_from=new_from)
 
     def chunk_text(self, rel: str, text: str, first_line: int = 1,
-                   header: tuple[str, str] = ("", "")) -> list[chunking.Chunk]:
+                   header: tuple[str, str] = ("", ""), new_from: int = 1) -> list[chunking.Chunk]:
+        """``new_from``: the first line not read before (a bad line is logged once, when it is
+        first read, not again at each append to its file)."""
         kind = classify(rel, self.cfg.index.extra_paths)
         size, overlap = self.cfg.chunking.tokens, self.cfg.chunking.overlap
         if kind.is_jsonl:
@@ -257,6 +263,7 @@ class Indexer:
             bad: list[int] = []
             messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line,
                                    header=header)
+            bad = [line for line in bad if line >= new_from]
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
                 log.warning("%s: line%s %s %s not valid JSON and %s not indexed", rel, "s" if len(bad) > 1 else "",
@@ -317,7 +324,7 @@ class Indexer:
             log.warning("%s: %s; the rest is indexed", rel, record.warning)
         if defer_over is not None and len(read.data) >= defer_over:
             return self._provisional(rel, text, read)
-        chunks = self.chunk_text(rel, text, read.first_line, read.header)
+        chunks = self.chunk_text(rel, text, read.first_line, read.header, read.new_from)
         if classify(rel, self.cfg.index.extra_paths).is_jsonl:
             record = read.resumable(record, chunks)
         hashes = [text_hash(plain(c.text)) for c in chunks]  # what the model reads, and the cache key
@@ -700,6 +707,7 @@ class _Read:
     data: bytes = b""
     unchanged: bool = False
     header: tuple[str, str] = ("", "")  # a transcript's session (id, title), when text starts after it
+    new_from: int = 1  # the first line not read before (lines before it were judged then)
 
     def resumable(self, record: FileRecord, chunks: list[chunking.Chunk]) -> FileRecord:
         """The record, with where the next append re-chunks from: the start of the last chunk."""

@@ -126,7 +126,7 @@ def render_status(info: dict[str, object], bar: bool = False) -> str:
     if "search_renders" in info:
         lines.append(f"searches:   {info['search_renders']} search file rendering(s), the longest waited "
                      f"{float(info['longest_vector_wait_ms']):g} ms for vectors")  # type: ignore[arg-type]
-    if "processes" in info:  # `memfs status` (the mount's own .memfs/status is served by the mount)
+    if "processes" in info:  # `memfs status` and a mount's .memfs/status
         processes: list[dict[str, object]] = info["processes"]  # type: ignore[assignment]
         for process in processes:
             lines.append(f"served by:  {describe(process)}")

@@ -3,7 +3,8 @@ embedding when another stops or `memfs index` waits for it): the daemons announc
 ``STATE/run/`` (a mount, ``memfs serve`` started by hand or on demand, an MCP server keeping the
 index current itself; each answers commands for one workspace, agent and mode) and the mounts
 recorded in ``STATE/mounts/`` (a second mount of one workspace keeps it current but leaves the
-commands to the first).  Standard library only; no content of any file, so every mode may see it."""
+commands to the first, until that one stops).  Standard library only; no content of any file,
+so every mode may see it."""
 
 from __future__ import annotations
 

@@ -144,22 +144,27 @@ class SocketServer:
             lock.close()
             self.second = True
             if not quiet:
-                log.info("another daemon answers commands for %s (agent %s)", self.cfg.workspace,
-                         self.cfg.agent)
+                log.info("another daemon answers commands for %s (agent %s)%s", self.cfg.workspace,
+                         self.cfg.agent, ": this one answers them when it stops" if self.kind in TAKES_OVER else "")
             return False
-        # Who holds the key, for whoever finds it taken (read by holder_of).
+        self._hold(lock)
+        return True
+
+    def _hold(self, lock: typing.IO[str]) -> None:
+        """Keep the key's lock, just taken, saying who holds it (read by holder_of)."""
         lock.seek(0)
         lock.truncate()
         lock.write(json.dumps({"pid": os.getpid(), "kind": self.kind}))
         lock.flush()
         self._lock = lock
-        return True
+        self.second = False
 
     def open(self, quiet: bool = False) -> None:
         """Listen and announce now (connections wait in the backlog until ``run``): a mount
         opens its socket before it appears, so a command run the moment ``memfs mount`` returns
         already finds its daemon.  A second daemon for the key (the same workspace mounted twice,
-        or mounted and served) leaves the first its socket (see ``claim``)."""
+        or mounted and served) leaves the first its socket (see ``claim``), and takes it when the
+        first stops (see ``run``)."""
         if self._sock is not None or not self.claim(quiet):
             return
         self._sock = self._listen()
@@ -186,18 +191,81 @@ class SocketServer:
         return sock
 
     async def run(self, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Answer commands until cancelled.  A mount or ``memfs serve`` started by hand that
+        found the key taken (the same workspace mounted twice, or mounted and served) waits for
+        it, and answers from the moment the daemon that held it stops: otherwise the next
+        command, finding no socket, would start a daemon on demand beside it, which embeds too."""
         self.open()
-        raw, self._sock = self._sock, None
-        if raw is None:  # the second daemon for this workspace and agent: nothing to answer
-            task_status.started()
-            return
-        listener = trio.SocketListener(trio.socket.from_stdlib_socket(raw))
-        log.info("answering commands on %s", self.announcement.folder / f"{self.announcement.key}.sock")
-        task_status.started()
         try:
+            if self._sock is None and self.second and self.kind in TAKES_OVER:
+                task_status.started()  # the caller goes on: the mount serves its files meanwhile
+                task_status = trio.TASK_STATUS_IGNORED
+                if not await self._wait_for_the_key():
+                    return
+                try:
+                    self._sock = self._listen()
+                except OSError as exc:  # the mount goes on; commands answer in their own process
+                    log.warning("cannot answer commands for %s: %s", self.cfg.workspace, exc)
+                    return
+                log.info("the daemon that answered commands for %s (agent %s) stopped: this %s answers them now",
+                         self.cfg.workspace, self.cfg.agent, self.kind)
+            raw, self._sock = self._sock, None
+            if raw is None:  # the second daemon for this workspace and agent: nothing to answer
+                task_status.started()
+                return
+            listener = trio.SocketListener(trio.socket.from_stdlib_socket(raw))
+            log.info("answering commands on %s", self.announcement.folder / f"{self.announcement.key}.sock")
+            task_status.started()
             await trio.serve_listeners(self._connection, [listener])
         finally:
             self.close()
+
+    async def _wait_for_the_key(self) -> bool:
+        """Block (in a worker thread) until the key's lock is free, then hold it; False when it
+        cannot be waited for.  The kernel wakes the waiter the moment the holder lets go (it
+        withdraws its socket and record first), so no command falls between the two.  Cancelled
+        (the mount stops), the thread is abandoned: should it get the lock after all, it lets it
+        go at once rather than keep it until this process ends."""
+        try:
+            lock = open(self.announcement.folder / f"{self.announcement.key}.lock", "a+")
+        except OSError as exc:
+            log.warning("cannot wait to answer commands for %s: %s", self.cfg.workspace, exc)
+            return False
+        handoff = threading.Lock()
+        state = {"abandoned": False, "locked": False}
+
+        def wait() -> OSError | None:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            except OSError as exc:
+                lock.close()
+                return exc
+            with handoff:
+                if state["abandoned"]:
+                    lock.close()
+                else:
+                    state["locked"] = True
+            return None
+
+        try:
+            # A limiter of its own: the wait may last the mount's life, and must not hold one of
+            # the tokens the file operations' threads share.
+            failed = await trio.to_thread.run_sync(wait, abandon_on_cancel=True, limiter=trio.CapacityLimiter(1))
+        except BaseException:
+            with handoff:
+                state["abandoned"] = True
+                if state["locked"]:
+                    lock.close()
+            raise
+        if failed is None:
+            try:
+                self._hold(lock)
+                return True
+            except OSError as exc:
+                lock.close()
+                failed = exc
+        log.warning("cannot wait to answer commands for %s: %s", self.cfg.workspace, failed)
+        return False
 
     async def _connection(self, stream: trio.SocketStream) -> None:
         self.connections += 1

@@ -41,6 +41,7 @@ from memfs.index.backlog import Backlog, still_to_chunk
 from memfs.index.deferred import PathLocks, threshold
 from memfs.index.backlog import read as read_backlog
 from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
+from memfs.index.embedturns import EmbedTurns
 from memfs.index.messages import as_text as messages_as_text
 from memfs.index.messages import parse_jsonl, session_header
 from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, fingerprint_change, replace_index_file
@@ -193,7 +194,7 @@ class Memory:
             claims = getattr(self.store, "sync_claims", None)
             self.sync_store = SyncStore(cfg.workspace, timezone(cfg.sync.timezone), None if claims is None else (
                 lambda fresh, known, shared: claims(fresh, known, shared, self.privacy(SHARED_MODE).is_private)))
-            self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity)
+            self.indexer = Indexer(cfg, self.store, lambda: self.provider, self._identity, EmbedTurns(held + ".embed"))
             # A server that goes away later (PostgreSQL): writes stand, their indexing is owed.
             self.outage = Outage(lambda: self.store.generation, self._catch_up, self.embed_pending)
             try:

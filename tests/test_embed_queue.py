@@ -99,3 +99,42 @@ def test_the_last_written_file_first_though_its_chunks_were_made_before_an_earli
     assert waiting(memory, "memory/2023-01-10.md") and waiting(memory, "memory/2023-01-11.md")
     memory.embed_pending(limit=waiting(memory, "memory/2023-01-11.md"))
     assert waiting(memory, "memory/2023-01-11.md") == 0 and waiting(memory, "memory/2023-01-10.md")
+
+
+def test_two_processes_of_one_index_never_embed_the_same_passage(workspace: Path, make_memory, locomo_day) -> None:
+    # Two mounts of one workspace (or a mount and `memfs index`) each embed what waits, in the
+    # same order: without turns both read the same passages at once and the model did the work
+    # twice (a newcomer's second mount made the first's searches 6x slower during a backlog).
+    # Two Memory objects hold two open files of the index, as two processes do.
+    import threading
+    import time
+
+    locomo_day(workspace)
+    first, second = make_memory(workspace), make_memory(workspace)
+    first.reconcile()
+    second.reconcile()
+    pending = first.store.pending_count()
+    assert pending > 20
+    given: list[tuple[str, int]] = []
+
+    def recording(memory: Memory, name: str) -> None:
+        real = memory.indexer._embed
+
+        def embed(chunks, units):
+            given.extend((name, c.id) for c in chunks)
+            given.extend((name, -u.id) for u in units)
+            time.sleep(0.05)  # a model call takes a while: the other process asks meanwhile
+            return real(chunks, units)
+
+        memory.indexer._embed = embed
+
+    recording(first, "first")
+    recording(second, "second")
+    threads = [threading.Thread(target=m.embed_pending, kwargs={"limit": pending}) for m in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    passages = [p for _, p in given]
+    assert len(passages) == len(set(passages)), "a passage was given to the model twice"
+    assert first.store.pending_count() == 0

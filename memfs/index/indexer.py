@@ -37,6 +37,7 @@ from memfs.index import chunking, latechunks, readings
 from memfs.index.latechunks import read_as
 from memfs.index.backlog import RATE_KEY_ALL, RateMeter
 from memfs.index.embeddings import INPUT_TOKENS, Provider
+from memfs.index.embedturns import EmbedTurns
 from memfs.index.messages import parse_jsonl, session_header
 from memfs.index.store import PROVISIONAL_HASH, FileRecord, Store, StoredChunk, StoredUnit
 from memfs.index.text import fts_body
@@ -164,12 +165,15 @@ def cache_model(cfg: Config, provider: str, model: str, kind: FileKind) -> str:
 
 class Indexer:
     def __init__(self, cfg: Config, store: Store, provider: Callable[[], Provider | None],
-                 identity: Callable[[], tuple[str, str, int]]) -> None:
+                 identity: Callable[[], tuple[str, str, int]], turns: EmbedTurns | None = None) -> None:
         """``provider`` gives the embedding provider when it is first needed: loading the model
         costs a quarter of a second, and only embedding needs it.  ``identity`` is (provider,
         model, dims) as the configuration says, which keys the embedding cache: indexing a file
-        (a `memfs sync`, a write) looks vectors up and chunks without loading the model."""
+        (a `memfs sync`, a write) looks vectors up and chunks without loading the model.
+        ``turns``: the index's embedding turns, shared with the other processes using it (see
+        :mod:`memfs.index.embedturns`); None: this process is the index's only user."""
         self.cfg = cfg
+        self.turns = turns
         self.store = store
         self.provider_source = provider
         self.identity_source = identity
@@ -462,17 +466,20 @@ class Indexer:
         for tier in self._tiers():
             for units_only in (False, True):
                 while budget >= 1 and not (stop is not None and stop.is_set()):
-                    began = time.monotonic()
                     take = int(min(size, budget))
-                    if units_only:
-                        chunks: list[StoredChunk] = []
-                        units = self.store.pending_units(take, **tier)
-                    else:
-                        # A chunk is at least two passages (itself and a unit) most of the time.
-                        chunks, units = self._whole(self.store.pending_chunks(take // 2 + 1, **tier), take)
-                    if not chunks and not units:
-                        break
-                    embedded = self._embed(chunks, units)
+                    with self.turns.turn(stop) if self.turns else contextlib.nullcontext(True) as mine:
+                        if not mine:
+                            break  # stopping while another process had the turn
+                        began = time.monotonic()
+                        if units_only:
+                            chunks: list[StoredChunk] = []
+                            units = self.store.pending_units(take, **tier)
+                        else:
+                            # A chunk is at least two passages (itself and a unit) most of the time.
+                            chunks, units = self._whole(self.store.pending_chunks(take // 2 + 1, **tier), take)
+                        if not chunks and not units:
+                            break
+                        embedded = self._embed(chunks, units)
                     budget -= embedded
                     # The rate a shared reader is told must not move with private text: batches
                     # holding any are left out of it.

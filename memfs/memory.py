@@ -683,9 +683,18 @@ class Memory:
                 readers, self.store, self.cfg.agent, results, query, embedding.result if embedding else None, params,
                 Privacy(self.cfg.privacy.private_paths, SHARED_MODE).is_private)
             warnings += more
+        # The passages big writes still being chunked will add wait too, as `memfs status` counts
+        # them (an estimate from the lines their keyword rows hold): told "pending: 0" during an
+        # import, an agent took it that nothing waited.
+        being_chunked = self.store.provisional_lines(include_private=not privacy.shared)
+        coming = (still_to_chunk(sum(n for _, n, _ in being_chunked), sum(n for _, n, jsonl in being_chunked if jsonl))
+                  if being_chunked and self.store.has_vectors else 0)
+        pending += coming
         note = self.backlog(pending, include_private=not privacy.shared).line()
-        if chunking := self.store.provisional_paths(include_private=not privacy.shared):
+        if chunking := [path for path, _, _ in being_chunked]:
             shown = ", ".join(chunking[:3]) + (f" and {len(chunking) - 3} more" if len(chunking) > 3 else "")
+            shown += f"; about {coming} of the passages waiting are to come from {'it' if len(chunking) == 1 else 'them'}" \
+                if coming else ""
             owed = (f"{len(chunking)} big write{'s' if len(chunking) != 1 else ''} still being chunked ({shown}): "
                     "found by keyword only until then")
             note = f"{note}; {owed}" if note else owed
@@ -696,6 +705,7 @@ class Memory:
             model=provider.model,
             generation=generation,
             pending=pending,
+            pending_estimated=coming,
             warnings=warnings,
             pending_note=note,
             waited_ms=waited_ms,

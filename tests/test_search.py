@@ -350,6 +350,15 @@ def test_a_search_counts_as_pending_the_passages_a_big_write_being_chunked_will_
         assert response.as_dict()["pending"] == response.pending
         assert f"{response.pending} passages still wait" in response.pending_note, response.pending_note
     assert memory.search("weather", mode="shared").pending < memory.search("weather").pending
+    summed: list[bool] = []
+    lines = memory.store.provisional_lines
+    memory.store.provisional_lines = lambda include_private=True: summed.append(include_private) or lines(include_private)
+    memory.search("harbour")
+    memory.search("garden", mode="shared")
+    assert summed == []  # summed again when the text changes, not by every search
+    memory.complete("memory/2026-11-20.md")
+    assert memory.search("harbour").pending == memory.status()["pending"] + memory.status()["pending_estimated"]
+    assert summed == [True]
 
 
 def test_an_empty_section_of_memory_md_is_not_a_result(workspace: Path, make_memory) -> None:

@@ -371,12 +371,27 @@ def index(rebuild: bool, to: str | None, as_json: bool, **opts: Any) -> None:
             raise click.UsageError("--to copies the index as it is: it does not go with --rebuild")
         _move_index(to, as_json, opts)
         return
+    if rebuild:
+        _index(rebuild, as_json, opts)
+        return
+    try:
+        _index(rebuild, as_json, opts)
+    except KeyboardInterrupt:  # click would say "Aborted!" only: say that nothing is lost
+        from memfs.serve.progress import ABORTED
+
+        click.echo(err=True)
+        click.echo(ABORTED, err=True)
+        sys.exit(1)
+
+
+def _index(rebuild: bool, as_json: bool, opts: dict[str, Any]) -> None:
     args = {"json": as_json}
     with _answerer(opts) as answerer:
         if not rebuild:
-            from memfs.serve.progress import already_embedding
+            from memfs.serve import progress
+            from memfs.serve.wire import stopped_mid_answer
 
-            if line := already_embedding(answerer.client):
+            if not stopped_mid_answer("index") and (line := progress.already_embedding(answerer.client)):
                 click.echo(line, err=True)
             bar, done = _bar("embedding", rate=True)
             with _daemon_progress(answerer, bar):
@@ -385,6 +400,8 @@ def index(rebuild: bool, to: str | None, as_json: bool, **opts: Any) -> None:
             if answer is not None:
                 _emit(answer)
                 return
+            if stopped_mid_answer("index"):  # an unmount stopped the mount it waited on: go on here
+                click.echo(progress.STOPPED, err=True)
         if rebuild:  # replacing the index needs it alone: a daemon a command started gives way
             from memfs.serve import ondemand
 

@@ -265,7 +265,7 @@ def _answered(command: str, opts: dict[str, object], args: dict[str, object]) ->
         else:
             answer = client.run(command, args)
     except (KeyboardInterrupt, EOFError):
-        _aborted()
+        _aborted(command)
     finally:
         client.close()
     # A usage error comes with click's usage lines; click strips ANSI codes from what it prints
@@ -308,8 +308,11 @@ def _emit(answer: Answer) -> NoReturn:
     sys.exit(0)
 
 
-def _aborted() -> NoReturn:
-    sys.stderr.write("\nAborted!\n")  # click's blank line after ^C, then its word
+def _aborted(command: str) -> NoReturn:
+    said = "Aborted!"
+    if command == "index":  # what is embedded stays: `memfs index` says so, as memfs.cli.index does
+        from memfs.serve.progress import ABORTED as said
+    sys.stderr.write(f"\n{said}\n")  # click's blank line after ^C, then its word
     sys.stderr.flush()
     sys.exit(1)
 

@@ -7,6 +7,8 @@ import json
 import os
 import shutil
 import signal
+import socket
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterator
@@ -277,3 +279,76 @@ def own_server():
         pytest.skip("MEMFS_PG_DSN names a server these tests may not stop")
     with throwaway_server() as server:
         yield server
+
+
+class FakeDaemon:
+    """A daemon's socket in ``state/run`` that serves ``workspace``: it answers ``status`` (nothing
+    waits) and takes ``index`` ("working", as a mount waiting on its backlog does), then never
+    answers it; :meth:`stop` goes away mid-answer as an unmounted mount does (its socket and
+    record gone, the connection closed without an answer)."""
+
+    def __init__(self, state: Path, workspace: Path) -> None:
+        from memfs.unixsock import bind_private
+
+        self.run = state / "run"
+        self.run.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(state, 0o700)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        bind_private(self.listener, self.run, "fake.sock")
+        self.listener.listen(8)
+        (self.run / "fake.json").write_text(json.dumps({"workspace": str(workspace.resolve()), "agent": "main",
+                                                        "pid": os.getpid()}))
+        self.indexing = threading.Event()  # an `index` was taken
+        self.stopping = threading.Event()
+        self.connections: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        reader = conn.makefile("rb")
+        try:
+            for line in reader:
+                if json.loads(line)["command"] == "index":
+                    conn.sendall(b'{"status": "working"}\n')
+                    self.indexing.set()
+                    self.stopping.wait()
+                    return
+                answer = {"stdout": json.dumps({"pending": 0, "passages": 0, "processes": []})}
+                conn.sendall(json.dumps({"status": "ok", "pid": os.getpid(), "answer": answer}).encode() + b"\n")
+        except OSError:
+            pass
+        finally:
+            reader.close()
+            conn.close()
+
+    def stop(self) -> None:
+        for name in ("fake.json", "fake.sock"):
+            (self.run / name).unlink(missing_ok=True)
+        try:
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accept
+        except OSError:
+            pass
+        self.listener.close()
+        self.stopping.set()
+
+
+@pytest.fixture
+def fake_daemon(tmp_path: Path) -> Iterator[Callable[[Path], FakeDaemon]]:
+    """fake_daemon(workspace) -> FakeDaemon over tmp_path/state; stopped at teardown."""
+    made: list[FakeDaemon] = []
+
+    def make(workspace: Path) -> FakeDaemon:
+        made.append(FakeDaemon(tmp_path / "state", workspace))
+        return made[-1]
+
+    yield make
+    for daemon in made:
+        daemon.stop()

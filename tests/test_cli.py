@@ -214,6 +214,30 @@ def test_watch_stops_on_ctrl_c_without_a_traceback(tmp_path: Path) -> None:
     assert "Traceback" not in err and "stopped serving" in err  # watch is serve's earlier name
 
 
+@pytest.mark.parametrize("verbose", [(), ("-v",)], ids=["fast path", "click"])
+def test_index_stopped_by_ctrl_c_says_nothing_is_lost(tmp_path: Path, fake_daemon, verbose: tuple[str, ...]) -> None:
+    # Ctrl-C of `memfs index` said click's "Aborted!" only: whether the embedding done was kept
+    # was the user's guess.
+    from memfs.serve.progress import ABORTED
+
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "- fact\n")
+    daemon = fake_daemon(ws)  # a mount waiting on its backlog: the command waits with it
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    proc = subprocess.Popen([sys.executable, "-m", "memfs", *verbose, "index", "-w", str(ws)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert daemon.indexing.wait(60), "the command never asked the daemon"
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert err.splitlines()[-1] == ABORTED, err
+
+
 def test_stray_bytes_read_the_same_everywhere_and_never_reach_a_prompt(tmp_path: Path) -> None:
     """Random bytes appended to MEMORY.md: get shows the text (marks for the bad bytes, and says
     how many), the bundle holds no control character but newline and tab and says what it left

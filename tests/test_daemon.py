@@ -248,6 +248,36 @@ def test_appending_to_a_section() -> None:
     assert insert_in_section("", "Travel", "- ferry") == "## Travel\n\n- ferry\n"
 
 
+@pytest.mark.parametrize("verbose", [(), ("-v",)], ids=["fast path", "click"])
+def test_an_index_whose_daemon_stops_midway_is_finished_by_the_client(tmp_path: Path, fake_daemon,
+                                                                      verbose: tuple[str, ...]) -> None:
+    # A newcomer unmounted the mount `memfs index` waited on: the command failed with "the daemon
+    # stopped while it was answering" (exit 1).  Indexing is safe to repeat: the client goes on in
+    # its own process (starting no daemon for it) and finishes.
+    from memfs.serve.progress import STOPPED
+
+    ws = tmp_path / "ws"
+    write(ws / "MEMORY.md", "# Memory\n\n- The user is allergic to penicillin.\n")
+    daemon = fake_daemon(ws)
+    env = {**base_env(tmp_path), "MEMFS_EMBEDDING_PROVIDER": "none", "MEMFS_DAEMON_ON_DEMAND": "true"}
+    proc = subprocess.Popen([sys.executable, "-m", "memfs", *verbose, "index", "-w", str(ws)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert daemon.indexing.wait(60), "the command never asked the daemon"
+        daemon.stop()  # unmounted
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, err
+    assert STOPPED in err.splitlines() and "Error" not in err, err
+    assert out.startswith("1 indexed;") and out.endswith(" 0 pending\n"), out
+    assert not list((tmp_path / "state" / "run").glob("*.log")), "a daemon was started on demand"
+    again = run("search", "penicillin", "-w", str(ws), env={**env, "MEMFS_NO_DAEMON": "1"})
+    assert "MEMORY.md" in again.stdout, again.stderr
+
+
 @pytest.mark.fuse
 def test_a_mount_answers_the_cli_and_unmounts_saying_what_was_left(tmp_path: Path, workspace: Path,
                                                                     mount_factory) -> None:

@@ -102,6 +102,7 @@ def test_files_being_chunked_are_found_without_reading_every_file(workspace: Pat
     try:
         assert store.provisional_paths() == ["memory/big.md"]
         assert store.provisional_paths(include_private=False) == ["memory/big.md"]
+        assert store.provisional_lines() == [("memory/big.md", 0, False)]  # what a search asks (no chunks here)
     finally:
         store.conn.exec_trace = None
     for sql, bindings in [(s, b) for s, b in asked if "FROM files" in s]:

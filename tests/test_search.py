@@ -322,6 +322,45 @@ def test_a_provisional_jsonl_result_cites_its_own_message_only(workspace: Path, 
     assert hit.snippet.count("\n") == 0 and "Xylophonist" in hit.snippet
 
 
+def test_a_search_counts_as_pending_the_passages_a_big_write_being_chunked_will_add(workspace: Path,
+                                                                                    make_memory) -> None:
+    # A newcomer's search said "pending: 0" during an import that `memfs status` counted 39507
+    # passages waiting for (its exact chunks, estimated): the search counts them as status does,
+    # and a shared reader is told none of a private file's.
+    from memfs.render.results import render_markdown
+
+    def transcript(word: str) -> str:
+        lines = [json.dumps({"type": "message", "id": f"m{i}", "message": {"role": "user", "content":
+                             f"Message {i}: the weather was mild and the {word} quiet."}}) for i in range(300)]
+        return "\n".join(lines) + "\n"
+
+    write(workspace / "sessions" / "import.jsonl", transcript("garden"))  # private by default
+    write(workspace / "memory" / "2026-11-20.md", "".join(f"## 09:{i % 60:02d}\nThe harbour was quiet, day {i}.\n\n"
+                                                          for i in range(300)))
+    memory = make_memory(workspace, index__defer_mb="0.001")
+    for path in ("sessions/import.jsonl", "memory/2026-11-20.md"):
+        assert memory.file_changed(path, defer=True).provisional
+    for mode in ("main", "shared"):
+        status = memory.status(mode=mode)
+        assert status["pending_estimated"] > 0, status
+        response = memory.search("weather", mode=mode)
+        assert response.pending == status["pending"] + status["pending_estimated"]
+        assert response.pending_estimated == status["pending_estimated"]
+        assert f"· pending: {response.pending}\n" in render_markdown(response)
+        assert response.as_dict()["pending"] == response.pending
+        assert f"{response.pending} passages still wait" in response.pending_note, response.pending_note
+    assert memory.search("weather", mode="shared").pending < memory.search("weather").pending
+    summed: list[bool] = []
+    lines = memory.store.provisional_lines
+    memory.store.provisional_lines = lambda include_private=True: summed.append(include_private) or lines(include_private)
+    memory.search("harbour")
+    memory.search("garden", mode="shared")
+    assert summed == []  # summed again when the text changes, not by every search
+    memory.complete("memory/2026-11-20.md")
+    assert memory.search("harbour").pending == memory.status()["pending"] + memory.status()["pending_estimated"]
+    assert summed == [True]
+
+
 def test_an_empty_section_of_memory_md_is_not_a_result(workspace: Path, make_memory) -> None:
     write(workspace / "MEMORY.md", "# Long-term Memory\n\n## User Preferences\n\n## Important Decisions\n\n## People\n")
     write(workspace / "memory" / "2026-11-20.md", "## 09:10\nOrdered an oat milk flat white again, no sugar.\n")

@@ -198,7 +198,10 @@ class SearchResponse:
     provider: str = ""
     model: str = ""
     generation: int | None = 0  # None: not shown (a shared view)
+    # Passages without a vector, those the big writes still being chunked will make among them
+    # (``pending_estimated``, an estimate: memfs.index.backlog.still_to_chunk), as status counts them.
     pending: int = 0
+    pending_estimated: int = 0
     warnings: list[str] = field(default_factory=list)
     pending_note: str = ""  # how many passages wait for vectors and when they should be done
     # How long this answer waited for vectors (at most 50 ms): told by a mount's .memfs/status,
@@ -210,7 +213,8 @@ class SearchResponse:
     def as_dict(self) -> dict[str, object]:
         found = {"query": self.query, **({"agents": self.agents} if self.agents else {}),
                  "results": [r.as_dict() for r in self.results], "warnings": self.warnings,
-                 "pending": self.pending, "pending_note": self.pending_note}
+                 "pending": self.pending, "pending_estimated": self.pending_estimated,
+                 "pending_note": self.pending_note}
         return {**found, "unavailable": self.unavailable} if self.unavailable else found
 
 

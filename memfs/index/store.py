@@ -159,6 +159,11 @@ PROVISIONAL_HASH = "provisional:"
 # every file cost ~4-7 ms a search at 100k chunks, ~6,000 files here).
 _PROVISIONAL = f"substr(hash, 1, {len(PROVISIONAL_HASH)}) = '{PROVISIONAL_HASH}'"
 _PROVISIONAL_FILES = f"SELECT path FROM files WHERE {_PROVISIONAL}{{scope}} ORDER BY indexed_at"
+# The same files with the lines their provisional chunks hold, and whether they are JSONL (what a
+# search needs for the estimate of the passages they will add: memfs.index.backlog.still_to_chunk).
+_PROVISIONAL_LINES = (f"SELECT path, kind IN ({_JSONL_KINDS}), (SELECT coalesce(sum(c.end_line - c.start_line + 1), 0) "
+                      f"FROM chunks c WHERE c.path = f.path AND c.embedded = {PROVISIONAL}) "
+                      f"FROM files f WHERE {_PROVISIONAL}{{scope}} ORDER BY indexed_at")
 
 _LATE_INDEXES = {
     "chunks_day": "CREATE INDEX IF NOT EXISTS chunks_day ON chunks(last_day)",
@@ -727,6 +732,15 @@ class Store:
         with self.lock:
             rows = self.conn.execute(_PROVISIONAL_FILES.format(scope=scope)).fetchall()
         return [str(r[0]) for r in rows]
+
+    def provisional_lines(self, include_private: bool = True) -> list[tuple[str, int, bool]]:
+        """The files of :meth:`provisional_paths`, each with the lines its provisional chunks hold
+        and whether it is JSONL: ``(path, lines, jsonl)``.  One query, through files_provisional
+        and chunks_path (nothing to read when no big write is being chunked)."""
+        scope = "" if include_private else " AND private = 0"
+        with self.lock:
+            rows = self.conn.execute(_PROVISIONAL_LINES.format(scope=scope)).fetchall()
+        return [(str(r[0]), int(r[2]), bool(r[1])) for r in rows]
 
     def remove_file(self, path: str) -> bool:
         with self.transaction() as conn:

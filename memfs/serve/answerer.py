@@ -11,7 +11,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from memfs.serve.wire import COMMANDS, Answer, Client, Invocation
+from memfs.serve.wire import COMMANDS, Answer, Client, Invocation, stopped_mid_answer
 
 if TYPE_CHECKING:
     from memfs.config import Config
@@ -67,7 +67,9 @@ class Answerer:
         if self.memory is not None or (self.serving_here and self.serving_here()):
             return None
         answer = self.client.run(command, args)
-        if answer is None and self.start_daemon is not None and command in COMMANDS:
+        # Not for a command whose daemon stopped mid-way: it is answered here, at once (a daemon
+        # started now would wait for the one stopping to let go of the workspace first).
+        if answer is None and self.start_daemon is not None and command in COMMANDS and not stopped_mid_answer(command):
             start, self.start_daemon = self.start_daemon, None
             if start() is not None:
                 self.client.searched = False  # look again: the daemon started is there now

@@ -18,6 +18,12 @@ TYPE_CHECKING = False  # not typing at import, as memfs.serve.wire (the lean ent
 if TYPE_CHECKING:
     from memfs.serve.wire import Client, Invocation
 
+# When the mount or daemon answering `memfs index` stops before the backlog is done (an unmount):
+# the command goes on in its own process.
+STOPPED = "the mount or daemon that was embedding them stopped before it was done: this command embeds the rest itself"
+# Ctrl-C of `memfs index`: each batch's vectors are stored as they come.
+ABORTED = ("Aborted! Nothing is lost: what is embedded stays; the rest waits for a mount or the next "
+           "`memfs index`")
 PLAIN_EVERY_S = 10.0  # how often `memfs index` says how far it got when stderr is not a terminal
 MIN_TOTAL = 20  # fewer passages than this are done before a line would help
 

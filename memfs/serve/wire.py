@@ -51,6 +51,20 @@ READ_ONLY = ("search", "get", "status", "context")
 COMMANDS = ("search", "get", "status", "context", "sync", "index", "append", "history", "restore")
 LOST = ("the daemon stopped while it was answering; what it was doing may be done already: check "
         "(memfs status, memfs search) before you repeat it")
+# What the client answers in its own process when the daemon answering it stops mid-way (a mount
+# unmounted while `memfs index` waited on its backlog): asking again is harmless.  `index` does only
+# what is left (what the daemon embedded stays), so it goes on here; the others keep LOST.
+REPEATABLE = (*READ_ONLY, "index")
+# Repeatable commands that are not read-only, whose daemon stopped while answering them in this
+# process: answered here from then on, no daemon asked or started for them (the fast path hands
+# the command to click in the same process, which must not ask again).
+_STOPPED: set[str] = set()
+
+
+def stopped_mid_answer(command: str) -> bool:
+    """Whether the daemon answering ``command`` stopped mid-way in this process (it is answered
+    here now)."""
+    return command in _STOPPED
 
 
 def _code_stamp() -> str:
@@ -235,8 +249,12 @@ class Client:
                 "code": CODE}
 
     def run(self, command: str, args: dict[str, Any]) -> Answer | None:
+        if command in _STOPPED:
+            return None
         answer = self._run(command, args)
-        if answer is not None and answer.error == LOST and command in READ_ONLY:
+        if answer is not None and answer.error == LOST and command in REPEATABLE:
+            if command not in READ_ONLY:
+                _STOPPED.add(command)
             return None  # asking again, here, is harmless
         return answer
 

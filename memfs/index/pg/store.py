@@ -611,6 +611,17 @@ class PgStore:
                                      f"{scope} ORDER BY indexed_at", (self.tenant, PROVISIONAL_HASH)).fetchall()
         return [str(r[0]) for r in rows]
 
+    def provisional_lines(self, include_private: bool = True) -> list[tuple[str, int, bool]]:
+        """As the SQLite store's: ``(path, lines its provisional chunks hold, jsonl)``."""
+        scope = "" if include_private else " AND NOT f.private"
+        with self.lock:
+            rows = self.conn.execute(
+                f"SELECT f.path, f.kind IN ({_JSONL_KINDS}), (SELECT coalesce(sum(c.end_line - c.start_line + 1), 0) "
+                "FROM memfs.chunks c WHERE c.tenant_id = f.tenant_id AND c.path = f.path AND c.provisional) "
+                f"FROM memfs.files f WHERE f.tenant_id = %s AND starts_with(f.hash, %s){scope} ORDER BY f.indexed_at",
+                (self.tenant, PROVISIONAL_HASH)).fetchall()
+        return [(str(r[0]), int(r[2]), bool(r[1])) for r in rows]
+
     def replace_file(
         self,
         record: FileRecord,

@@ -224,8 +224,11 @@ def test_index_stopped_by_ctrl_c_says_nothing_is_lost(tmp_path: Path, fake_daemo
     write(ws / "MEMORY.md", "- fact\n")
     daemon = fake_daemon(ws)  # a mount waiting on its backlog: the command waits with it
     env = {**clean_env(), "MEMFS_STATE_DIR": str(tmp_path / "state"), "MEMFS_EMBEDDING_PROVIDER": "none"}
+    # As from a terminal: a test run started in the background (CI's, say) passes SIGINT on ignored,
+    # and Python then leaves it ignored (no KeyboardInterrupt, Ctrl-C does nothing).
     proc = subprocess.Popen([sys.executable, "-m", "memfs", *verbose, "index", "-w", str(ws)], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         assert daemon.indexing.wait(60), "the command never asked the daemon"
         proc.send_signal(signal.SIGINT)

@@ -1241,12 +1241,9 @@ class Store:
             units = self.conn.execute(
                 f"SELECT count(*), coalesce(sum(vector IS NULL), 0) FROM units {scope}", hidden).fetchone()
             # The lines of the files still being chunked, for the estimate of the passages they
-            # will add (memfs.index.backlog.still_to_chunk); through files_provisional.
-            also = "".join(f" AND {clause}" for clause in clauses)
-            owed = self.conn.execute(
-                f"SELECT coalesce(sum(n), 0), coalesce(sum(CASE WHEN kind IN ({_JSONL_KINDS}) THEN n END), 0) "
-                "FROM (SELECT kind, (SELECT sum(c.end_line - c.start_line + 1) FROM chunks c WHERE c.path = f.path "
-                f"AND c.embedded = {PROVISIONAL}) AS n FROM files f WHERE {_PROVISIONAL}{also})", hidden).fetchone()
+            # will add (memfs.index.backlog.still_to_chunk): provisional_lines' query.
+            owed = self.conn.execute(_PROVISIONAL_LINES.format(scope="".join(f" AND {c}" for c in clauses)),
+                                     hidden).fetchall()
             cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {
             "files": int(files[0]),
@@ -1255,8 +1252,8 @@ class Store:
             "units": int(units[0]),
             "pending": int(chunks[1]) + int(units[1]) if self.has_vectors else 0,
             "provisional_chunks": int(chunks[2]),
-            "provisional_lines": int(owed[0]),
-            "provisional_jsonl_lines": int(owed[1]),
+            "provisional_lines": sum(int(r[2]) for r in owed),
+            "provisional_jsonl_lines": sum(int(r[2]) for r in owed if r[1]),
             "cached_embeddings": int(cached),
         }
 

@@ -69,6 +69,12 @@ log = logging.getLogger(__name__)
 INDEX_RETRY = 600.0  # seconds before a failed HNSW build is tried again
 _KINDS = {kind.value for kind in FileKind}
 _JSONL_KINDS = ", ".join(f"'{kind.value}'" for kind in FileKind if kind.is_jsonl)  # for SQL
+# The files whose chunks are provisional, each with the lines those hold and whether it is JSONL
+# (provisional_lines, counts); ``{scope}`` adds conditions on ``f``.
+_PROVISIONAL_LINES = (f"SELECT f.path, f.kind IN ({_JSONL_KINDS}), (SELECT coalesce(sum(c.end_line - c.start_line + 1), 0) "
+                      "FROM memfs.chunks c WHERE c.tenant_id = f.tenant_id AND c.path = f.path AND c.provisional) "
+                      "FROM memfs.files f WHERE f.tenant_id = %(t)s AND starts_with(f.hash, %(p)s){scope} "
+                      "ORDER BY f.indexed_at")
 RETRY_S = 1.0  # after a failed reconnect, calls fail at once for this long (no connect per call)
 REFUSED_RETRY_S = 30.0  # a store never opened whose server refused it: asked again this seldom
 
@@ -615,11 +621,8 @@ class PgStore:
         """As the SQLite store's: ``(path, lines its provisional chunks hold, jsonl)``."""
         scope = "" if include_private else " AND NOT f.private"
         with self.lock:
-            rows = self.conn.execute(
-                f"SELECT f.path, f.kind IN ({_JSONL_KINDS}), (SELECT coalesce(sum(c.end_line - c.start_line + 1), 0) "
-                "FROM memfs.chunks c WHERE c.tenant_id = f.tenant_id AND c.path = f.path AND c.provisional) "
-                f"FROM memfs.files f WHERE f.tenant_id = %s AND starts_with(f.hash, %s){scope} ORDER BY f.indexed_at",
-                (self.tenant, PROVISIONAL_HASH)).fetchall()
+            rows = self.conn.execute(_PROVISIONAL_LINES.format(scope=scope),
+                                     {"t": self.tenant, "p": PROVISIONAL_HASH}).fetchall()
         return [(str(r[0]), int(r[2]), bool(r[1])) for r in rows]
 
     def replace_file(
@@ -1164,11 +1167,12 @@ class PgStore:
             units = self.conn.execute(
                 "SELECT count(*), count(*) FILTER (WHERE packed IS NULL) FROM memfs.units WHERE tenant_id = %(t)s "
                 f"AND chunk_id IN (SELECT chunk_id FROM memfs.chunks WHERE {where})", args).fetchone()
-            # The lines of the files still being chunked (memfs.index.backlog.still_to_chunk).
-            owed = self.conn.execute(
-                f"SELECT coalesce(sum(c.n), 0), coalesce(sum(c.n) FILTER (WHERE f.kind IN ({_JSONL_KINDS})), 0) "
-                "FROM (SELECT path, end_line - start_line + 1 AS n FROM memfs.chunks WHERE provisional AND "
-                f"{where}) c JOIN memfs.files f ON f.tenant_id = %(t)s AND f.path = c.path", args).fetchone()
+            # The lines of the files still being chunked (memfs.index.backlog.still_to_chunk):
+            # provisional_lines' query.
+            files_scope = ("" if include_private else " AND NOT f.private") + (
+                " AND NOT (f.path = ANY (%(hidden)s))" if exclude else "")
+            owed = self.conn.execute(_PROVISIONAL_LINES.format(scope=files_scope),
+                                     {**args, "p": PROVISIONAL_HASH}).fetchall()
             cached = self.conn.execute(
                 "SELECT (SELECT count(*) FROM memfs.tenant_embeddings WHERE tenant_id = %s) + "
                 "(SELECT count(*) FROM memfs.embedding_cache)", (self.tenant,)).fetchone()[0]
@@ -1179,8 +1183,8 @@ class PgStore:
             "units": int(units[0]),
             "pending": int(chunks[1]) + int(units[1]) if self.has_vectors else 0,
             "provisional_chunks": int(chunks[2]),
-            "provisional_lines": int(owed[0]),
-            "provisional_jsonl_lines": int(owed[1]),
+            "provisional_lines": sum(int(r[2]) for r in owed),
+            "provisional_jsonl_lines": sum(int(r[2]) for r in owed if r[1]),
             "cached_embeddings": int(cached),
         }
 

@@ -70,9 +70,10 @@ INDEX_RETRY = 600.0  # seconds before a failed HNSW build is tried again
 _KINDS = {kind.value for kind in FileKind}
 _JSONL_KINDS = ", ".join(f"'{kind.value}'" for kind in FileKind if kind.is_jsonl)  # for SQL
 # The files whose chunks are provisional, each with the lines those hold and whether it is JSONL
-# (provisional_lines, counts); ``{scope}`` adds conditions on ``f``.
+# (provisional_lines, counts); ``{scope}`` adds conditions on ``f``.  Both tables keyed by the
+# tenant itself, so the planner prunes to its partitions (tests/test_pg_tenant_keyed.py).
 _PROVISIONAL_LINES = (f"SELECT f.path, f.kind IN ({_JSONL_KINDS}), (SELECT coalesce(sum(c.end_line - c.start_line + 1), 0) "
-                      "FROM memfs.chunks c WHERE c.tenant_id = f.tenant_id AND c.path = f.path AND c.provisional) "
+                      "FROM memfs.chunks c WHERE c.tenant_id = %(t)s AND c.path = f.path AND c.provisional) "
                       "FROM memfs.files f WHERE f.tenant_id = %(t)s AND starts_with(f.hash, %(p)s){scope} "
                       "ORDER BY f.indexed_at")
 RETRY_S = 1.0  # after a failed reconnect, calls fail at once for this long (no connect per call)

@@ -134,23 +134,24 @@ class EmbeddingConfig(_Section):
     # request starts it again in 1-2 s.
     service_idle_s: float = Field(900.0, ge=1, le=86_400 * 7)
     # Read each text once and make chunk vectors (and a unit's with its heading or chat title) as
-    # token-weighted means of the parts' vectors: about a third of the model's work (1.06 word
-    # pieces read per piece indexed on the LoCoMo dev set, 3.27 otherwise), but the mean misses
-    # what the model sees reading a message with its chat's title: sync chats lose R@6 .834 ->
-    # .800 there (daily logs hold, within .006).  Off until the scoring is fitted to such vectors.
+    # token-weighted means of the parts' vectors, chats included: about a third of the model's
+    # work (1.06 word pieces read per piece indexed on the LoCoMo dev set, 3.27 read whole), but
+    # the mean misses what the model sees reading a message with its chat's title: sync chats lose
+    # R@6 .834 -> .800 there.  The default reads Markdown this way already (late_chunking).
     read_once: bool = False
     # local: read each chunk once and make each unit's vector from the model's output states over
     # its span in the chunk, its heading or chat title included (memfs.index.latechunks): ~1.1
     # word pieces read per piece indexed instead of 2.4-3.6.  "chats" (default) does it for JSONL
     # (sync chats, session transcripts), whose messages are turns of one conversation under a
-    # title (dev set: sync R@6 .834 -> .838); Markdown is read whole.  "auto" also reads Markdown
-    # late but MEMORY.md (whose facts are each read alone, once, read_once's way): on the dev set's
-    # daily logs (each one conversation) every recall figure rose, but a newcomer's daily log of
-    # unrelated entries lost its own words' matches ("tyre pressure" .85 -> .44, under the
-    # threshold, beside the line saying "tyre"): pooled with unrelated neighbours, an entry's
-    # meaning drowns in theirs, as MEMORY.md's facts did.  "all" reads everything late, "off"
-    # nothing (true/false are taken as all/off).  read_once, when on, comes first; the openai
-    # provider (no output states) reads whole.
+    # title (dev set: sync R@6 .834 -> .838), and reads Markdown once (each unit alone, a chunk
+    # the mean of its units, read_once's way: 1.08 pieces read per piece, dev-set daily logs
+    # within .003 of reading whole on every recall figure, with constants of their own).  "auto"
+    # reads Markdown late too but MEMORY.md: on the dev set's daily logs (each one conversation)
+    # every recall figure rose, but a newcomer's daily log of unrelated entries lost its own
+    # words' matches ("tyre pressure" .85 -> .44, under the threshold, beside the line saying
+    # "tyre"): pooled with unrelated neighbours, an entry's meaning drowns in theirs, as MEMORY.md's
+    # facts did.  "all" reads everything late, "off" everything whole (true/false are taken as
+    # all/off).  read_once, when on, comes first; the openai provider (no output states) reads whole.
     late_chunking: Literal["auto", "chats", "all", "off"] = "chats"
 
     @field_validator("late_chunking", mode="before")

@@ -41,8 +41,11 @@ import eval_locomo  # noqa: E402  (same folder)
 
 from memfs.config import parse_override  # noqa: E402
 from memfs.index import scoring  # noqa: E402
+from memfs.index.indexer import reading_mode  # noqa: E402
+from memfs.index.latechunks import read_as  # noqa: E402
 from memfs.index.search import Scope, SearchOptions, score_units  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
+from memfs.workspace import FileKind  # noqa: E402
 
 NEGATIVES_PER_QUESTION = 5
 FIGURES = Path(__file__).resolve().parent / "calibrate_search.json"  # what the last fit measured
@@ -77,24 +80,19 @@ Fitted = tuple  # (ranking weights, Platt's A and B, keyword-only K0 and K1)
 
 @contextlib.contextmanager
 def constants(by_source: dict[str, Fitted]):
-    """Search with these constants: Markdown's ("md") in scoring's module names, messages'
-    ("jsonl") in scoring.MESSAGE."""
-    names = ("RK", "RU", "RC", "A", "B", "K0", "K1")
-    saved = {name: getattr(scoring, name) for name in names}
-    saved_message = scoring.MESSAGE
+    """Search with these constants: Markdown's ("md") in scoring.MARKDOWN and MARKDOWN_ONCE (the
+    dev set's Markdown copy holds daily logs only, all read one way), messages' ("jsonl") in
+    scoring.MESSAGE."""
+    saved = {name: getattr(scoring, name) for name in ("MARKDOWN", "MARKDOWN_ONCE", "MESSAGE")}
     for source, (weights, platt, keyword) in by_source.items():
-        values = [float(v) for v in (*weights, *platt, *keyword)]
-        if source == "md":
-            for name, value in zip(names, values):
-                setattr(scoring, name, value)
-        else:
-            scoring.MESSAGE = scoring.Constants(*values)
+        fitted = scoring.Constants(*[float(v) for v in (*weights, *platt, *keyword)])
+        for name in (("MARKDOWN", "MARKDOWN_ONCE") if source == "md" else ("MESSAGE",)):
+            setattr(scoring, name, fitted)
     try:
         yield
     finally:
         for name, value in saved.items():
             setattr(scoring, name, value)
-        scoring.MESSAGE = saved_message
 
 
 def main() -> int:
@@ -207,13 +205,18 @@ def main() -> int:
                 print(f"{t:>9.2f} " + " ".join(f"{means[n]:>12.3f}" for n in names))
 
         report["fitted"] = {}
+        # Which Markdown set these figures are for: how this run's settings read a daily log.
+        any_memory = next(iter(memories.values()))
+        mode = reading_mode(any_memory.cfg, any_memory.cfg.embedding.provider)
+        markdown_name = "MARKDOWN_ONCE" if read_as(mode, FileKind.DAILY_LOG) == "once" else "MARKDOWN"
+        report["markdown_constants"] = markdown_name
         for source in sources:
             weights, platt, keyword = fitted(convs, source)
-            where = "RK, RU, RC / A, B / K0, K1" if source == "md" else "MESSAGE = Constants(...)"
+            where = f"{markdown_name} = Constants(...)" if source == "md" else "MESSAGE = Constants(...)"
             print(f"\n{source}: fitted on all conversations (for memfs/index/scoring.py, {where}):")
-            print(f"RK, RU, RC = {', '.join(f'{v:.2f}' for v in weights)}")
-            print(f"A, B = {', '.join(f'{v:.2f}' for v in platt)}")
-            print(f"K0, K1 = {', '.join(f'{v:.2f}' for v in keyword)}")
+            print(f"rk, ru, rc = {', '.join(f'{v:.2f}' for v in weights)}")
+            print(f"a, b = {', '.join(f'{v:.2f}' for v in platt)}")
+            print(f"k0, k1 = {', '.join(f'{v:.2f}' for v in keyword)}")
             related = sum(len(r) for c in convs for r, _, _ in data[(source, c)])
             own = sum(len(o) for c in convs for _, o, _ in data[(source, c)])
             print(f"({related} related units, {own} other units of the same workspaces, "

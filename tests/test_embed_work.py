@@ -2,8 +2,9 @@
 pieces read per word piece indexed at most 1.25 with late chunking (a chunk read once, a unit's
 vector pooled over its span in it, recomputed here from the ONNX session's own output states),
 which is the default for JSONL chats (`embedding.late_chunking = "chats"`) and, with "auto",
-for daily logs too, and with embedding.read_once (a chunk's vector made from its units'), which
-is how "auto" reads MEMORY.md's facts; everything with embedding.late_chunking off is read whole."""
+for daily logs too, and reading each text once (a chunk's vector made from its units'), which is
+how the default reads Markdown, "auto" MEMORY.md's facts, and embedding.read_once everything;
+everything with embedding.late_chunking off is read whole."""
 
 from __future__ import annotations
 
@@ -58,12 +59,12 @@ FILES = [("locomo-2023-05-08.md", "memory/2023-05-08.md"),
 
 
 AUTO = {"embedding__late_chunking": "auto"}
-READ_ONCE_WAYS = [(AUTO, *FILES[0]), ({}, *FILES[1]), ({"embedding__late_chunking": "all"}, *FILES[0]),
+READ_ONCE_WAYS = [({}, *FILES[0]), (AUTO, *FILES[0]), ({}, *FILES[1]), ({"embedding__late_chunking": "all"}, *FILES[0]),
                   ({"embedding__read_once": "true"}, *FILES[0]), ({"embedding__read_once": "true"}, *FILES[1])]
 
 
 @pytest.mark.parametrize(("settings", "source", "rel"), READ_ONCE_WAYS,
-                         ids=["md_auto", "jsonl_default", "md_late_all", "md_read_once", "jsonl_read_once"])
+                         ids=["md_default", "md_auto", "jsonl_default", "md_late_all", "md_read_once", "jsonl_read_once"])
 def test_the_model_reads_each_text_about_once(workspace: Path, make_config, provider: LocalProvider,
                                               source: str, rel: str, settings: dict[str, str]) -> None:
     target = _copy(workspace, source, rel)
@@ -238,24 +239,32 @@ def test_memory_md_facts_are_read_alone_under_auto(workspace: Path, make_config,
         memory.close()
 
 
-def test_an_upgrade_to_late_chats_does_not_read_markdown_again(workspace: Path, make_config,
-                                                                provider: LocalProvider) -> None:
-    """Whole readings are cached as whole readings whatever the setting: an index built with late
-    chunking off (as every index before it) re-embeds its chats when late_chunking = "chats"
-    reads them late, and finds its Markdown's vectors in the cache."""
-    _copy(workspace, *FILES[0])
-    before = Memory(make_config(workspace, embedding__late_chunking="off"), provider=provider)
+def test_an_index_that_read_markdown_whole_reads_only_its_markdown_again(workspace: Path, make_config,
+                                                                          provider: LocalProvider) -> None:
+    """An index built when the default read Markdown whole (its fingerprint's reading "late-chats":
+    every index before Markdown was read once) is rebuilt at the next open: its chats' vectors
+    come from the cache, and only its Markdown is read again, each text about once."""
+    md = _copy(workspace, *FILES[0])
+    chat = workspace / FILES[1][1]
+    chat.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DATA / FILES[1][0], chat)
+    before = Memory(make_config(workspace), provider=provider)
     try:
         before.index()
         assert before.pending == 0
+        # What the version before left: no vector of Markdown read once, its reading's old name.
+        before.store.conn.execute("DELETE FROM cache.embedding_cache WHERE model LIKE '%+once'")
+        fingerprint = dict(before.store.fingerprint or {})
+        before.store.set_fingerprint({**fingerprint, "readings": "late-chats"}, provider.dims)
     finally:
         before.close()
     read = provider.pieces_read
-    memory = Memory(make_config(workspace, embedding__late_chunking="chats"), provider=provider)  # rebuilds
+    memory = Memory(make_config(workspace), provider=provider)  # rebuilds: its fingerprint changed
     try:
         memory.index()
-        assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats"
-        assert provider.pieces_read == read, "Markdown read again"
+        assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats-once"
+        indexed = pieces(provider.tokenizer, indexed_texts(FILES[0][1], md.read_text()))
+        assert 0 < provider.pieces_read - read <= MAX_RATIO * indexed, "chats read again, or Markdown not read"
     finally:
         memory.close()
 

@@ -370,3 +370,63 @@ def test_a_day_of_unrelated_entries_finds_each_by_its_own_words(workspace: Path,
         results = memory.search(query).results
         assert results, query
         assert (results[0].start_line, results[0].end_line) == (line - 1, line), (query, results[0])
+
+
+FLU_DAY = """# 2026-11-20
+
+## 08:55 - Ben
+The new sprint board is up; I moved the billing tickets to next week.
+
+## 08:56 - Anna
+Fine. The quarterly budget review moved to Thursday afternoon as well.
+
+## 09:00 - Anna
+Did you finally get your flu shot this autumn?
+
+## 09:01 - Ben
+Yes, last Tuesday at the clinic on Mill Road.
+
+## 09:02 - Anna
+Good. Have you also had the booster vaccination the nurse mentioned?
+
+## 09:05 - Ben
+The car needs new winter tyres before the trip to the mountains.
+
+## 09:06 - Anna
+My sister bought a flat in Leeds; she moves in at the end of the month.
+
+## 09:07 - Ben
+I finished the novel about the lighthouse keeper; the ending was sad.
+"""
+
+
+def test_markdown_read_once_takes_context_from_the_passages_around_a_unit(workspace: Path, make_memory) -> None:
+    """Read once (the default for Markdown), a unit's context is also the unit with the passages
+    just before and after it, as the model would read them together: a reply's context holds the
+    question it answers.  Its context cosine is the largest of its own, its chunk's and the
+    mean of it and its neighbours (the neighbourhood is larger here), and it is scored with the
+    constants fitted to such readings."""
+    import numpy as np
+
+    from memfs.index import scoring
+    from memfs.index.search import Scope, score_units
+
+    write(workspace / "memory" / "2026-11-20.md", FLU_DAY)
+    memory = make_memory(workspace)
+    memory.index()
+    assert memory.store.fingerprint.get("readings") == "late-chats-once"
+    query = "influenza vaccination"
+    vector = memory.provider.embed([query])[0]
+    found = score_units(memory.store, query, vector, True, None, Scope(SearchOptions()))
+    reply = next(i for i in found.ranked if "Mill Road" in i.unit.text)
+    units = found.units[reply.chunk.id]
+    at = [u.id for u in units].index(reply.unit.id)
+    rows = [found.vectors[u.id] for u in units[at - 1 : at + 2]]
+    mean = np.sum(rows, axis=0)
+    neighbourhood = float(mean @ vector / np.linalg.norm(mean))
+    chunk = float(memory.store.vector_similarity(vector, [reply.chunk.id])[reply.chunk.id])
+    assert neighbourhood > max(chunk, reply.cosine) + 0.02  # the case this test is about
+    assert reply.chunk_cosine == pytest.approx(neighbourhood, abs=1e-5)
+    expected = scoring.fuse(np.array([reply.keyword]), np.array([reply.cosine]), np.array([neighbourhood]),
+                            np.array([False]), np.array([True]))[0]
+    assert reply.score == pytest.approx(float(expected), abs=1e-6)

@@ -115,7 +115,8 @@ _FINGERPRINT_WORDS = {
 
 
 # How passages are read, in the settings' words (the fingerprint's "readings").
-_READINGS_WORDS = {"whole": "everything read whole", "late-chats": "chats read late", "late": "everything read late",
+_READINGS_WORDS = {"whole": "everything read whole", "late-chats": "chats read late, Markdown whole",
+                   "late-chats-once": "chats read late, Markdown each text once", "late": "everything read late",
                    "late-auto": "chats and Markdown but MEMORY.md read late", "once": "each text read once"}
 
 
@@ -136,14 +137,14 @@ def fingerprint_change(built: dict[str, object], wanted: dict[str, object]) -> s
 
 def reading_mode(cfg: Config, provider: str) -> str:
     """How the settings have the model read: "once" (each text once, vectors of several made as
-    means: embedding.read_once), "late-auto" (chats and daily logs late, MEMORY.md's facts once),
-    "late" (everything late), "late-chats" (chats late, Markdown whole), else "whole" (each
-    chunk and each unit read whole).  Late chunking (embedding.late_chunking) needs the local
-    model, which gives its output states."""
+    means: embedding.read_once), "late-chats-once" (the default: chats late, Markdown each text
+    once), "late-auto" (chats and daily logs late, MEMORY.md's facts once), "late" (everything
+    late), else "whole" (each chunk and each unit read whole).  Late chunking
+    (embedding.late_chunking) needs the local model, which gives its output states."""
     if cfg.embedding.read_once:
         return "once"
     if cfg.embedding.late_chunking != "off" and provider == "local":
-        return {"all": "late", "chats": "late-chats", "auto": "late-auto"}[cfg.embedding.late_chunking]
+        return {"all": "late", "chats": "late-chats-once", "auto": "late-auto"}[cfg.embedding.late_chunking]
     return "whole"
 
 
@@ -152,11 +153,11 @@ def cache_model(cfg: Config, provider: str, model: str, kind: FileKind) -> str:
     made another way than by reading its text whole is not a whole reading, so it is kept apart
     (turning a setting off again must not find them).  Names say how a file is read, not which
     setting made it read so, so a change of setting re-embeds only the files it reads otherwise:
-    a whole reading is filed as one whatever the setting (Markdown read whole under
-    late_chunking = "chats" finds the vectors it had), MEMORY.md read once under "+once" as
-    embedding.read_once files it, and a late reading under "+late" -- a chat's under
-    "+late-chats", the name it had when chats alone were read late, so moving from "chats" to
-    "auto" (the default since) re-embeds the Markdown, not a year of chats."""
+    a whole reading is filed as one whatever the setting, Markdown read once (each text once:
+    the default, and MEMORY.md under "auto") under "+once" as embedding.read_once files it, and
+    a late reading under "+late" -- a chat's under "+late-chats", the name it had when chats alone
+    were read late, so moving between "chats" and "auto", or an index built when "chats" read
+    Markdown whole, re-embeds the Markdown, not a year of chats."""
     how = read_as(reading_mode(cfg, provider), kind)
     if how == "late" and kind.is_jsonl:
         return f"{model}+late-chats"

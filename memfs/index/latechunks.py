@@ -34,26 +34,32 @@ Span = list[tuple[int, int]]
 def read_as(mode: str, kind: FileKind) -> str:
     """How a file of this kind is read in this reading mode: "late", "once" or "whole".
 
-    Under "late-auto" a chat (JSONL) and any Markdown but MEMORY.md are read late: their units
-    are turns or paragraphs of one text, which mean more read with the text around them.
-    MEMORY.md holds durable facts, one per line or list item, unrelated to their neighbours:
-    pooled in one reading, "allergic to penicillin" took on the meaning of the Postgres and
-    standup lines beside it.  So its units are read alone, each text once (embedding.read_once's
-    way: :mod:`memfs.index.readings`), and its chunks' vectors are means of theirs."""
+    Under "late-chats-once" (the default) a chat (JSONL) is read late: its units are turns of
+    one conversation under a title, which mean more read with the text around them.  Markdown is
+    read once: each unit alone, a chunk's vector the mean of its units' (:mod:`memfs.index.readings`).
+    Read late, a daily log of unrelated entries lost each entry's own meaning ("tyre pressure"
+    .85 -> .44 beside entries about a book, a vet and a curry), as MEMORY.md's facts did; read
+    once, a unit's vector is exactly its whole reading, for a third of the work.
+
+    Under "late-auto" a chat and any Markdown but MEMORY.md are read late, MEMORY.md once.
+    "late-chats" (chats late, Markdown whole) is how indexes built before "late-chats-once" were
+    read: their fingerprint still names it."""
     if mode == "once":
         return "once"
-    if mode == "late" or (mode in ("late-chats", "late-auto") and kind.is_jsonl):
+    if mode == "late" or (mode in ("late-chats", "late-auto", "late-chats-once") and kind.is_jsonl):
         return "late"
+    if mode == "late-chats-once":
+        return "once"
     if mode == "late-auto":
         return "once" if kind is FileKind.LONG_TERM else "late"
     return "whole"
 
 
-def was_pooled(mode: str, path: str, jsonl: bool) -> bool:
-    """Whether a stored chunk's units were read late (their vectors pooled in one reading of
-    the chunk), from the reading mode the index was built with (its fingerprint's "readings")."""
+def reading_of(mode: str, path: str, jsonl: bool) -> str:
+    """How a stored chunk was read ("late", "once" or "whole"), from the reading mode the index
+    was built with (its fingerprint's "readings")."""
     kind = FileKind.SYNC if jsonl else FileKind.LONG_TERM if path in LONG_TERM_NAMES else FileKind.DAILY_LOG
-    return read_as(mode, kind) == "late"
+    return read_as(mode, kind)
 
 
 class _Unit(Protocol):

@@ -19,16 +19,16 @@ Three signals, each on a scale that does not depend on the other candidates:
 
 Two steps, both fitted on the LoCoMo dev set by ``scripts/calibrate_search.py``:
 
-1. Ranking: ``r = RK * keyword + RU * unit + RC * chunk``, weights fitted (logistic regression)
+1. Ranking: ``r = rk * keyword + ru * unit + rc * chunk``, weights fitted (logistic regression)
    to tell a question's evidence turn from the other passages of the same workspace, which is
    what ordering results needs.
-2. Calibration: ``P = sigmoid(A + B * r)`` (Platt scaling), fitted on related pairs (each question
+2. Calibration: ``P = sigmoid(a + b * r)`` (Platt scaling), fitted on related pairs (each question
    with its evidence turn) against unrelated pairs (the question with the best-looking passages
    of another conversation: other people, other lives), the two classes weighed equally.  Being
    monotone it cannot change the order; it makes the number mean the same everywhere.
 
 Without vectors (provider ``none``, a failed provider, a chunk not embedded yet) the keyword
-signal alone is calibrated the same way (``K0``, ``K1``), so a strong keyword match still passes
+signal alone is calibrated the same way (``k0``, ``k1``), so a strong keyword match still passes
 ``min_score``.  The fitted constants and the measurements behind them are below, beside each.
 
 Messages (units of sync JSONL and session transcripts) have constants of their own, fitted the
@@ -53,23 +53,6 @@ from memfs.lazy import lazy_module
 np = lazy_module("numpy")
 
 # -- constants fitted by scripts/calibrate_search.py (see the module docstring) ---------------------
-# Measured on the dev set (760 questions, 1102 evidence units; five conversations): feature
-# percentiles 5/25/50/75/95 of evidence units vs the best unit of an unrelated workspace:
-#   keyword      0 / .019 / .28 / .59 / 1     vs  .023 / .13 / .18 / .23 / .36
-#   unit cosine  .20 / .33 / .42 / .51 / .64  vs  .23 / .29 / .34 / .38 / .45
-#   context      .25 / .37 / .46 / .54 / .64  vs  .23 / .29 / .34 / .38 / .45
-# ("context" is the larger of the unit's and its chunk's cosine, see search.score_units.)
-# Ranking weights (evidence vs the other 401,523 candidate units of the same workspaces): the
-# keyword share counts most, then the context's meaning, then the unit's own.
-RK, RU, RC = 8.98, 4.41, 4.84
-# Calibration (evidence units vs the 5 best units of another conversation per question).  Fitted
-# on four conversations and tested on the fifth, the false-positive rate (a stranger's memory
-# answers the question) by min_score: .50 -> 27%, .52 -> 24%, .55 -> 22%, .58 -> 18%, while
-# answered@own went .842 / .839 / .837 (.58: .807 with 800-character snippets).  The default min_score 0.52 is the lowest of these
-# that keeps held-out false positives within a quarter of questions (the target of issue #11).
-A, B = -3.60, 0.76
-# Keyword signal alone: P = 0.5 when the unit holds 22% of the query's information.
-K0, K1 = -1.01, 4.60
 
 
 @dataclass(frozen=True)
@@ -84,6 +67,34 @@ class Constants:
     k0: float
     k1: float
 
+
+# Markdown read whole (embedding.late_chunking = "off", the openai provider) or late: each unit
+# and each chunk read by the model on its own.
+# Measured on the dev set (760 questions, 1102 evidence units; five conversations): feature
+# percentiles 5/25/50/75/95 of evidence units vs the best unit of an unrelated workspace:
+#   keyword      0 / .019 / .28 / .59 / 1     vs  .023 / .13 / .18 / .23 / .36
+#   unit cosine  .20 / .33 / .42 / .51 / .64  vs  .23 / .29 / .34 / .38 / .45
+#   context      .25 / .37 / .46 / .54 / .64  vs  .23 / .29 / .34 / .38 / .45
+# ("context" is the larger of the unit's and its chunk's cosine, see search.score_units.)
+# Ranking weights (evidence vs the other 401,523 candidate units of the same workspaces): the
+# keyword share counts most, then the context's meaning, then the unit's own.
+# Calibration (evidence units vs the 5 best units of another conversation per question).  Fitted
+# on four conversations and tested on the fifth, the false-positive rate (a stranger's memory
+# answers the question) by min_score: .50 -> 27%, .52 -> 24%, .55 -> 22%, .58 -> 18%, while
+# answered@own went .842 / .839 / .837 (.58: .807 with 800-character snippets).  The default min_score 0.52 is the lowest of these
+# that keeps held-out false positives within a quarter of questions (the target of issue #11).
+# Keyword signal alone: P = 0.5 when the unit holds 22% of the query's information.
+MARKDOWN = Constants(rk=8.98, ru=4.41, rc=4.84, a=-3.60, b=0.76, k0=-1.01, k1=4.60)
+
+# Markdown read once (the default: late_chunking = "chats", or embedding.read_once): each unit
+# read alone, a chunk's vector the length-weighted mean of its units' (memfs.index.readings), so
+# a chunk's cosine tells less than a chunk read whole does; the context is also the unit with its
+# neighbours (search.score_units).  Fitted the same way on the same 760 questions (1106 evidence
+# units against 399,951 others): the unit's own cosine weighs more, the context less (rc 4.84 ->
+# 2.35).  Held out one conversation at a time, min_score 0.52 lets 25.7% of strangers' questions
+# through with answered@own .845 (read whole, same run: 25.0%, .839; at 0.55: 21.4%, .841 against
+# 21.6%, .839): the one default still serves.
+MARKDOWN_ONCE = Constants(rk=8.95, ru=6.26, rc=2.35, a=-3.27, b=0.72, k0=-1.00, k1=4.57)
 
 # Messages: fitted on the JSONL copies of the same five conversations by
 # scripts/calibrate_search.py (all its figures in scripts/calibrate_search.json; 1030 evidence
@@ -134,11 +145,6 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def markdown() -> Constants:
-    """The Markdown set, read when called (the calibration script sets the module's names)."""
-    return Constants(RK, RU, RC, A, B, K0, K1)
-
-
 def _fused(c: Constants, keyword: np.ndarray, unit_cos: np.ndarray, chunk_cos: np.ndarray) -> np.ndarray:
     r = c.rk * keyword + c.ru * np.nan_to_num(unit_cos) + c.rc * np.nan_to_num(chunk_cos)
     with_vectors = _sigmoid(c.a + c.b * r)
@@ -147,10 +153,14 @@ def _fused(c: Constants, keyword: np.ndarray, unit_cos: np.ndarray, chunk_cos: n
 
 
 def fuse(keyword: np.ndarray, unit_cos: np.ndarray, chunk_cos: np.ndarray,
-         message: np.ndarray | None = None) -> np.ndarray:
+         message: np.ndarray | None = None, once: np.ndarray | None = None) -> np.ndarray:
     """Calibrated scores; NaN cosines mean "no vector" (then the keyword signal alone counts).
-    ``message``: which units are messages (JSONL), scored with the MESSAGE constants."""
-    scores = _fused(markdown(), keyword, unit_cos, chunk_cos)
+    ``message``: which units are messages (JSONL), scored with MESSAGE; ``once``: which Markdown
+    units were read once, scored with MARKDOWN_ONCE; the rest with MARKDOWN.  The sets are looked
+    up when called (the calibration script replaces them)."""
+    scores = _fused(MARKDOWN, keyword, unit_cos, chunk_cos)
+    if once is not None and np.any(once):
+        scores = np.where(once, _fused(MARKDOWN_ONCE, keyword, unit_cos, chunk_cos), scores)
     if message is not None and np.any(message):
         scores = np.where(message, _fused(MESSAGE, keyword, unit_cos, chunk_cos), scores)
     return scores

@@ -29,7 +29,7 @@ import functools
 import logging
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, wait
 from dataclasses import asdict, dataclass, field
 
@@ -40,7 +40,7 @@ np = lazy_module("numpy")
 from memfs.config import SearchConfig
 from memfs.index import scoring
 from memfs.index.coverage import terms_present
-from memfs.index.latechunks import was_pooled
+from memfs.index.latechunks import reading_of
 from memfs.index.interface import IndexStore
 from memfs.index.store import StoredChunk, StoredUnit
 from memfs.index.text import search_terms, stems
@@ -71,6 +71,10 @@ COMMON_TERM_MIN_CHUNKS = 5000
 # .17 or coherence .53: .816, 824 tokens.
 MERGE_FLOOR = 0.17
 MERGE_COHERENCE = 0.53
+# The same 95th percentile for Markdown read once, scored with its own constants
+# (scoring.MARKDOWN_ONCE): .186 (median .076, 90th .149).  On the dev set's logs, R@6 .845 and
+# 15.4 lines, 970 tokens per search; kept at .17 there, snippets grew to 16.0 lines, 998 tokens.
+MERGE_FLOOR_ONCE = 0.19
 # Units read late (memfs.index.latechunks) were pooled in one reading of their chunk, so two
 # neighbours read alike whatever they say: their cosine has a median of .82 (.59 read whole), and
 # .53 is reached by 94% of neighbouring pooled units against 66% read whole; on the dev set's
@@ -376,6 +380,58 @@ class Scored:
     vectors: Mapping[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
 
 
+def read_once_units(store: IndexStore, units: list[StoredUnit], chunks: Mapping[int, StoredChunk]) -> np.ndarray:
+    """Which units are Markdown read once (each unit alone, its chunk's vector the mean of its
+    units': :func:`memfs.index.latechunks.read_as`), by the reading the index was built with."""
+    mode = str((store.fingerprint or {}).get("readings", "whole"))
+    read: dict[int, bool] = {}
+    for cid, chunk in chunks.items():
+        read[cid] = not chunk.jsonl and reading_of(mode, chunk.path, chunk.jsonl) == "once"
+    return np.array([read[u.chunk_id] for u in units], dtype=bool)
+
+
+def _neighbourhood_cosine(units: list[StoredUnit], matrix: np.ndarray, query_vector: Sequence[float]) -> np.ndarray:
+    """The query's cosine with each unit taken with its neighbours: the mean of its vector and
+    those of the passages just before and after it in its chunk (NaN without a vector of its own).
+
+    Read once, a chunk's vector is the mean of its units', which tells less than the model's
+    reading of the whole chunk (where a reply takes meaning from the question before it): on the
+    dev set's daily logs R@3 .787 -> .780 and R@10 .882 -> .876.  The passage before and after
+    (a question and its answer, the turn that a reply refers to) is the nearest such context, and
+    it cannot dilute a unit's own meaning: the context is the larger of this and the others."""
+    rows = np.nan_to_num(matrix)
+    has = ~np.isnan(matrix[:, 0]) if len(matrix) else np.zeros(0, dtype=bool)
+    before = np.full(len(units), -1)
+    after = np.full(len(units), -1)
+    # Units are in chunk and line order; twins (one passage read two ways) share their lines and
+    # are one passage here.
+    start = 0
+    while start < len(units):
+        end = start
+        while end < len(units) and units[end].chunk_id == units[start].chunk_id:
+            end += 1
+        spans: list[list[int]] = []
+        for index in range(start, end):
+            if spans and (units[spans[-1][0]].start_line, units[spans[-1][0]].end_line) == \
+                    (units[index].start_line, units[index].end_line):
+                spans[-1].append(index)
+            else:
+                spans.append([index])
+        for number, members in enumerate(spans):
+            for index in members:
+                before[index] = spans[number - 1][0] if number > 0 else -1
+                after[index] = spans[number + 1][0] if number + 1 < len(spans) else -1
+        start = end
+    total = rows.copy()
+    total[before >= 0] += rows[before[before >= 0]]
+    total[after >= 0] += rows[after[after >= 0]]
+    norms = np.linalg.norm(total, axis=1)
+    out = np.full(len(units), np.nan)
+    ok = has & (norms > 0)
+    out[ok] = (total[ok] @ np.asarray(query_vector, dtype=np.float32)) / norms[ok]
+    return out
+
+
 def score_units(store: IndexStore, query: str, query_vector: QueryVector, include_private: bool,
                 hides: Callable[[str], bool] | None, scope: Scope, floor: float = -math.inf) -> Scored:
     """Every unit of the candidate chunks with its calibrated score; ``ranked`` holds those that
@@ -477,7 +533,11 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     # fact among unrelated ones in a long MEMORY.md keeps its own strength.
     context = np.where(np.isnan(around), around, np.fmax(around, unit_cos))
     message = np.array([chunks[u.chunk_id].jsonl for u in units], dtype=bool)
-    scores = scoring.fuse(coverage, unit_cos, context, message)
+    once = read_once_units(store, units, chunks)
+    if once.any() and query_vector is not None:
+        context = np.where(once & ~np.isnan(context), np.fmax(context, _neighbourhood_cosine(units, matrix, query_vector)),
+                           context)
+    scores = scoring.fuse(coverage, unit_cos, context, message, once)
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
     dated = scope.after is not None or scope.before is not None
@@ -499,7 +559,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     # unit (which would pull a whole chunk in).  A unit without its own vector yet is judged by its
     # words, and one that shares no word with the query has no evidence at all (the keyword
     # calibration would give it 0.27, its prior).
-    own = scoring.fuse(coverage, own_cos, own_cos, message)
+    own = scoring.fuse(coverage, own_cos, own_cos, message, once)
     growable = np.where(np.isnan(own_cos) & (coverage == 0), 0.0, own)
     evidence: dict[tuple[int, int, int], float] = {}
     for u, grows in zip(units, growable.tolist()):
@@ -521,13 +581,15 @@ def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Sco
 
 
 def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], limit: int,
-            vectors: Mapping[int, np.ndarray], pooled: bool = False) -> tuple[int, int, str]:
+            vectors: Mapping[int, np.ndarray], pooled: bool = False,
+            floor: float = MERGE_FLOOR) -> tuple[int, int, str]:
     """The lines that match and a line of context: the best unit, grown by neighbouring units of
     its chunk that belong with it (see MERGE_FLOOR), the strongest first, then one line
     above and below it (unless the unit starts with its own heading, or the next line is the
     heading of something else), all within ``limit`` characters: (first line, last line,
     snippet).  A Markdown snippet is the file's lines; a JSONL snippet the messages as indexed.
-    ``pooled``: the chunk was read late, its units pooled in one reading (see MERGE_FLOOR)."""
+    ``pooled``: the chunk was read late, its units pooled in one reading (see MERGE_FLOOR);
+    ``floor``: the own evidence that joins a neighbour (MERGE_FLOOR_ONCE for Markdown read once)."""
     chunk = item.chunk
     position = next(i for i, u in enumerate(order)
                     if (u.start_line, u.end_line) == (item.unit.start_line, item.unit.end_line))
@@ -551,7 +613,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
         """How strongly a neighbour belongs in the snippet, or None: by its own evidence for the
         query, or by being about the same thing as the match (a question and its answer)."""
         evidence = by_unit.get(neighbour.id, 0.0)
-        if evidence >= MERGE_FLOOR:
+        if evidence >= floor:
             return evidence
         if pooled:  # read with the match, it reads like it whatever it says
             return None
@@ -644,8 +706,10 @@ def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, para
         if any(r.path == path and r.start_line <= item.unit.start_line and item.unit.end_line <= r.end_line
                for r in results):
             continue  # already in an earlier result's snippet
+        reading = "message" if item.chunk.jsonl else reading_of(mode, path, False)
         start, end, snippet = _window(item, found.units[item.chunk.id], found.scores, params.snippet_chars,
-                                      found.vectors, not item.chunk.jsonl and was_pooled(mode, item.chunk.path, item.chunk.jsonl))
+                                      found.vectors, reading == "late",
+                                      MERGE_FLOOR_ONCE if reading == "once" else MERGE_FLOOR)
         spans = [(r.start_line, r.end_line) for r in results if r.path == path]
         if any(a <= end and start <= b for a, b in spans):
             # Two results of one file never overlap: this one keeps only lines no earlier result

@@ -1,6 +1,6 @@
 """Copying the index of one (workspace, agent) from one store to another (SQLite to PostgreSQL and
 back), through :class:`memfs.index.interface.IndexStore` alone: files, chunks, units, their vectors
-and the embedding cache entries of their texts, with their ids, so the copy answers every search as
+and the embedding cache entries of their texts (and of the readings their vectors are made of), with their ids, so the copy answers every search as
 the original does, and nothing is embedded again (no model is asked for anything here).
 
 The target is emptied first, then filled in batches of files, one transaction each; a copy run
@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from memfs.index.backlog import RATE_KEY
-from memfs.index.indexer import fingerprint_change
+from memfs.index import readings
+from memfs.index.indexer import fingerprint_change, text_hash
 from memfs.index.interface import IndexStore
 from memfs.index.rows import CachedVector
 
@@ -86,6 +87,9 @@ def transfer(source: IndexStore, target: IndexStore, progress: Progress | None =
             hashes = private if file_rows.record.private else public
             hashes.update(c.hash for c in file_rows.chunks if c.hash)
             hashes.update(u.hash for u in file_rows.units if u.hash)
+            # Read once (Markdown by default), the cache holds the readings a vector is made of (a
+            # unit's text, its heading path), not the unit's own text with its headings.
+            hashes.update(text_hash(t) for u in file_rows.units for t in readings.unit_readings(u))
             chunks += len(file_rows.chunks)
             units += len(file_rows.units)
             vectors += sum(c.vector is not None for c in file_rows.chunks)

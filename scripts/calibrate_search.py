@@ -21,7 +21,8 @@ Then, leave one conversation out: fitted on four (both sources; the unrelated pa
 never involve the held-out conversation), the fifth is searched with those constants in each
 source (R@6, MRR@10, visible@6, answered@own, false-positive rate at several min_score values):
 figures for chats the constants have never seen.  The constants fitted on all five are printed
-for memfs/index/scoring.py, and everything is written to calibrate_search.json beside this script.
+for memfs/index/scoring.py, and everything is written beside this script: calibrate_search_once.json
+when Markdown is read once (the default), calibrate_search.json when it is read whole.
 """
 
 from __future__ import annotations
@@ -48,7 +49,11 @@ from memfs.memory import Memory  # noqa: E402
 from memfs.workspace import FileKind  # noqa: E402
 
 NEGATIVES_PER_QUESTION = 5
-FIGURES = Path(__file__).resolve().parent / "calibrate_search.json"  # what the last fit measured
+# What the last fit measured, by the Markdown set it fits: read whole (scoring.MARKDOWN, and the
+# messages' set, scoring.MESSAGE, fitted when messages were read whole) or read once (the default:
+# scoring.MARKDOWN_ONCE; its jsonl figures are messages read late, not the constants in use).
+FIGURES = {"MARKDOWN": Path(__file__).resolve().parent / "calibrate_search.json",
+           "MARKDOWN_ONCE": Path(__file__).resolve().parent / "calibrate_search_once.json"}
 
 
 def features(memory: Memory, question: str) -> list:
@@ -101,7 +106,8 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "memfs-eval-state")
     parser.add_argument("--thresholds", default="0.3,0.4,0.45,0.5,0.52,0.55,0.6,0.65")
     parser.add_argument("--sources", default="md,jsonl", help="which copies of the conversations to fit on")
-    parser.add_argument("--out", type=Path, default=FIGURES, help="where the fitted figures are written")
+    parser.add_argument("--out", type=Path, help="where the fitted figures are written (default: beside this script, "
+                        "by the Markdown set fitted)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args()
     overrides = [parse_override(o) for o in args.overrides]
@@ -225,8 +231,9 @@ def main() -> int:
                                         "A_B": np.round(platt, 2).tolist(), "K0_K1": np.round(keyword, 2).tolist(),
                                         "related_units": related, "other_units": own,
                                         "unrelated_per_question": NEGATIVES_PER_QUESTION}
-        args.out.write_text(json.dumps(report, indent=1) + "\n")
-        print(f"figures written to {args.out}")
+        out = args.out or FIGURES[markdown_name]
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"figures written to {out}")
         for memory in memories.values():
             memory.close()
     return 0

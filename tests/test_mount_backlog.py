@@ -21,7 +21,7 @@ import bigwrites  # noqa: E402
 pytestmark = pytest.mark.fuse
 
 DAY = Path(__file__).resolve().parent / "data" / "locomo-2023-05-08.md"
-BACKLOG = 2000  # passages: minutes of work for the local model on two cores
+BACKLOG = 4000  # passages: a minute or more of work for the local model on two cores (Markdown read once)
 NOTE = "The plumber comes on Thursday morning to fix the leaking kitchen sink.\n"
 MEANING = "appointment to repair a dripping faucet"  # not one word in common with NOTE
 

@@ -90,10 +90,12 @@ MARKDOWN = Constants(rk=8.98, ru=4.41, rc=4.84, a=-3.60, b=0.76, k0=-1.01, k1=4.
 # read alone, a chunk's vector the length-weighted mean of its units' (memfs.index.readings), so
 # a chunk's cosine tells less than a chunk read whole does; the context is also the unit with its
 # neighbours (search.score_units).  Fitted the same way on the same 760 questions (1106 evidence
-# units against 399,951 others): the unit's own cosine weighs more, the context less (rc 4.84 ->
-# 2.35).  Held out one conversation at a time, min_score 0.52 lets 25.7% of strangers' questions
-# through with answered@own .845 (read whole, same run: 25.0%, .839; at 0.55: 21.4%, .841 against
-# 21.6%, .839): the one default still serves.
+# units against 399,951 others; every figure in scripts/calibrate_search_once.json): the unit's
+# own cosine weighs more, the context less (rc 4.84 -> 2.35), and a match by meaning alone scores
+# a little lower (the penicillin fact for "medication allergy" .61 -> .57).  Held out one
+# conversation at a time, min_score 0.52 lets 25.7% of strangers' questions through with
+# answered@own .842 (read whole, same run: 25.0%, .839; at 0.55: 21.4%, .838 against 21.6%,
+# .839): the one default still serves.
 MARKDOWN_ONCE = Constants(rk=8.95, ru=6.26, rc=2.35, a=-3.27, b=0.72, k0=-1.00, k1=4.57)
 
 # Messages: fitted on the JSONL copies of the same five conversations by

@@ -44,7 +44,7 @@ from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_pr
 from memfs.index.embedturns import EmbedTurns
 from memfs.index.messages import as_text as messages_as_text
 from memfs.index.messages import parse_jsonl, session_header
-from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, fingerprint_change, replace_index_file
+from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, fingerprint_change, replace_index_file, serves
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     QUERY_EMBED_CHARS,
     BadOption,
@@ -310,7 +310,7 @@ class Memory:
         current = self.store.fingerprint
         if current is None:
             self.store.set_fingerprint(wanted, int(wanted["dims"]))  # type: ignore[arg-type]
-        elif current != wanted:
+        elif not serves(current, wanted):
             if self._served_elsewhere():
                 log.warning("these settings differ from those the running mount or daemon indexes with (%s): they "
                             "take effect when it is mounted or started again; this command uses the index as it is",

@@ -42,7 +42,6 @@ import eval_locomo  # noqa: E402  (same folder)
 
 from memfs.config import parse_override  # noqa: E402
 from memfs.index import scoring  # noqa: E402
-from memfs.index.indexer import reading_mode  # noqa: E402
 from memfs.index.latechunks import read_as  # noqa: E402
 from memfs.index.search import Scope, SearchOptions, score_units  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
@@ -213,7 +212,7 @@ def main() -> int:
         report["fitted"] = {}
         # Which Markdown set these figures are for: how this run's settings read a daily log.
         any_memory = next(iter(memories.values()))
-        mode = reading_mode(any_memory.cfg, any_memory.cfg.embedding.provider)
+        mode = any_memory.indexer.reading()
         markdown_name = "MARKDOWN_ONCE" if read_as(mode, FileKind.DAILY_LOG) == "once" else "MARKDOWN"
         report["markdown_constants"] = markdown_name
         for source in sources:

@@ -239,11 +239,13 @@ def test_memory_md_facts_are_read_alone_under_auto(workspace: Path, make_config,
         memory.close()
 
 
-def test_an_index_that_read_markdown_whole_reads_only_its_markdown_again(workspace: Path, make_config,
-                                                                          provider: LocalProvider) -> None:
-    """An index built when the default read Markdown whole (its fingerprint's reading "late-chats":
-    every index before Markdown was read once) is rebuilt at the next open: its chats' vectors
-    come from the cache, and only its Markdown is read again, each text about once."""
+def test_an_index_that_reads_markdown_whole_keeps_it_until_rebuilt(workspace: Path, make_config,
+                                                                   provider: LocalProvider) -> None:
+    """An index built when the default read Markdown whole (its reading "late-chats": every index
+    before Markdown was read once) is not rebuilt by the new default at the next open, which would
+    read all its Markdown again before the mount answers: it keeps reading Markdown whole (a new
+    daily log too) until `memfs index --rebuild`, which takes its chats' vectors from the cache and
+    reads only its Markdown again, each text about once."""
     md = _copy(workspace, *FILES[0])
     chat = workspace / FILES[1][1]
     chat.parent.mkdir(parents=True, exist_ok=True)
@@ -259,11 +261,22 @@ def test_an_index_that_read_markdown_whole_reads_only_its_markdown_again(workspa
     finally:
         before.close()
     read = provider.pieces_read
-    memory = Memory(make_config(workspace), provider=provider)  # rebuilds: its fingerprint changed
+    memory = Memory(make_config(workspace), provider=provider)
     try:
         memory.index()
+        assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats"
+        assert provider.pieces_read == read, "the index was read again at its opening"
+        text = md.read_text()
+        log = workspace / "memory" / "2023-05-09.md"
+        log.write_text(text.replace("2023-05-08", "2023-05-09").replace("Caroline", "Carla"))
+        memory.index()
+        indexed = pieces(provider.tokenizer, indexed_texts("memory/2023-05-09.md", log.read_text()))
+        assert provider.pieces_read - read > 2 * indexed, "a new daily log was not read whole"
+        read = provider.pieces_read
+        memory.rebuild()
         assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats-once"
-        indexed = pieces(provider.tokenizer, indexed_texts(FILES[0][1], md.read_text()))
+        indexed = pieces(provider.tokenizer, indexed_texts(FILES[0][1], text) + indexed_texts(
+            "memory/2023-05-09.md", log.read_text()))
         assert 0 < provider.pieces_read - read <= MAX_RATIO * indexed, "chats read again, or Markdown not read"
     finally:
         memory.close()

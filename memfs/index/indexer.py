@@ -102,6 +102,32 @@ def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object
     }
 
 
+# Readings an index keeps when a setting's default comes to read otherwise: "chats" read Markdown
+# whole (an index's reading "late-chats") until it read it once.  Moving an index means reading all
+# its Markdown again, as a backlog: at the first mount after an upgrade that would hold the mount
+# for as long as the backlog takes (an hour for 200k passages).  So such an index is read as it was
+# built until its owner runs `memfs index --rebuild`; a new index reads the new way.
+KEPT_READINGS: dict[str, tuple[str, ...]] = {"late-chats-once": ("late-chats",)}
+
+
+def serves(built: dict[str, object], wanted: dict[str, object]) -> bool:
+    """Whether an index built with the fingerprint ``built`` serves settings that want ``wanted``
+    as it is: the same, or the same but for a reading it keeps (KEPT_READINGS)."""
+    if built == wanted:
+        return True
+    reading = str(built.get("readings", "whole"))
+    return (reading in KEPT_READINGS.get(str(wanted.get("readings", "whole")), ())
+            and {**built, "readings": wanted.get("readings")} == wanted)
+
+
+def index_reading(built: dict[str, object] | None, cfg: Config, provider: str) -> str:
+    """How an index is read: as it was built (its fingerprint's reading), else as the settings
+    say (an index without a fingerprint yet)."""
+    if built is None:
+        return reading_mode(cfg, provider)
+    return str(built.get("readings", "whole"))
+
+
 # What each key of the fingerprint is, in the words of the settings that decide it.
 _FINGERPRINT_WORDS = {
     "provider": "embedding.provider",
@@ -148,7 +174,7 @@ def reading_mode(cfg: Config, provider: str) -> str:
     return "whole"
 
 
-def cache_model(cfg: Config, provider: str, model: str, kind: FileKind) -> str:
+def cache_model(mode: str, model: str, kind: FileKind) -> str:
     """The model name the embedding cache files a chunk's (or its units') vectors under: a vector
     made another way than by reading its text whole is not a whole reading, so it is kept apart
     (turning a setting off again must not find them).  Names say how a file is read, not which
@@ -158,7 +184,7 @@ def cache_model(cfg: Config, provider: str, model: str, kind: FileKind) -> str:
     a late reading under "+late" -- a chat's under "+late-chats", the name it had when chats alone
     were read late, so moving between "chats" and "auto", or an index built when "chats" read
     Markdown whole, re-embeds the Markdown, not a year of chats."""
-    how = read_as(reading_mode(cfg, provider), kind)
+    how = read_as(mode, kind)
     if how == "late" and kind.is_jsonl:
         return f"{model}+late-chats"
     return model if how == "whole" else f"{model}+{how}"
@@ -189,6 +215,10 @@ class Indexer:
     @property
     def embeds(self) -> bool:
         return self.provider is not None and self.provider.dims > 0
+
+    def reading(self) -> str:
+        """How this index reads its passages (:func:`index_reading`): as it was built."""
+        return index_reading(self.store.fingerprint, self.cfg, self.identity_source()[0])
 
     def _read(self, rel: str, previous: FileRecord | None) -> _Read:
         """The file's text (or None, with the reason in the record).  Symlinks are resolved
@@ -276,7 +306,7 @@ class Indexer:
             # Read late (each chunk once, its messages pooled in it), overlapping chunks would read
             # the carried messages again, and every chunk its chat's title: chunks of a chat do
             # not overlap then (a message keeps its context: its title and its chunk).
-            late = read_as(reading_mode(self.cfg, self.cfg.embedding.provider), kind) == "late"
+            late = read_as(self.reading(), kind) == "late"
             carried = 0 if late else min(overlap, limit // 4)
             return chunking.chunk_messages(messages, limit, carried)
         return chunking.chunk_markdown(text, size, overlap, headings_alone=kind is not FileKind.LONG_TERM)
@@ -334,10 +364,11 @@ class Indexer:
             record = read.resumable(record, chunks)
         hashes = [text_hash(plain(c.text)) for c in chunks]  # what the model reads, and the cache key
         name, model, _ = self.identity_source()
-        unit_hashes = [[unit_key(u.embedding_text, hashes[i], self._keyed_by_chunk(name, kind)) for u in c.units]
-                       for i, c in enumerate(chunks)]
+        mode = self.reading()
+        keyed = self._keyed_by_chunk(kind, mode)
+        unit_hashes = [[unit_key(u.embedding_text, hashes[i], keyed) for u in c.units] for i, c in enumerate(chunks)]
         cached = {}
-        model = cache_model(self.cfg, name, model, kind)
+        model = cache_model(mode, model, kind)
         if name != "none":
             wanted = hashes + [h for per_chunk in unit_hashes for h in per_chunk]
             cached = self.store.cached_vectors(name, model, wanted)
@@ -347,7 +378,7 @@ class Indexer:
                                           from_line=read.first_line if read.append else None)
         return Outcome(rel, "indexed", chunks=len(chunks), pending=pending, reason=record.warning)
 
-    def _keyed_by_chunk(self, provider: str, kind: FileKind) -> bool:
+    def _keyed_by_chunk(self, kind: FileKind, mode: str) -> bool:
         """Whether a unit's vector is filed under its chunk's text as well as its own: a unit of
         Markdown read late has the vector of its span in its chunk's reading, and a Markdown
         line (a timed heading, "- done", a line in two overlapping chunks) recurs in other
@@ -356,7 +387,7 @@ class Indexer:
         indexed before).  A chat message keeps the key of its text alone: it is one message (by
         id) in one chunk, chats' chunks do not overlap when read late, and so an index built
         when chats alone were read late keeps its vectors."""
-        return not kind.is_jsonl and read_as(reading_mode(self.cfg, provider), kind) == "late"
+        return not kind.is_jsonl and read_as(mode, kind) == "late"
 
     def _provisional(self, rel: str, text: str, read: _Read) -> Outcome:
         """Keyword rows for a big write, stored in one transaction: the file's lines cut by their
@@ -520,13 +551,13 @@ class Indexer:
         for unit in units:
             of_chunk.setdefault(unit.chunk_id, []).append(unit)
         spans_of = getattr(self.provider, "embed_spans", None)
-        mode = reading_mode(self.cfg, name)
+        mode = self.reading()
         # Each file's chunks are read as its kind is (read_as); a provider without output states
         # reads whole what would be read late.
         ways: dict[tuple[str, str], list[StoredChunk]] = {}  # (cache model, how read) -> chunks
         for chunk in chunks:
             kind = classify(chunk.path, self.cfg.index.extra_paths)
-            how, model = read_as(mode, kind), cache_model(self.cfg, name, base, kind)
+            how, model = read_as(mode, kind), cache_model(mode, base, kind)
             if how == "late" and spans_of is None:
                 how, model = "whole", base
             ways.setdefault((model, how), []).append(chunk)

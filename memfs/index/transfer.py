@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 from memfs.index.backlog import RATE_KEY
 from memfs.index import readings
-from memfs.index.indexer import fingerprint_change, text_hash
+from memfs.index.indexer import cache_model, fingerprint_change, text_hash
 from memfs.index.interface import IndexStore
 from memfs.index.rows import CachedVector
+from memfs.workspace import FileKind
 
 BATCH_CHUNKS = 2_000  # chunks per transaction (a file with more is one batch of its own)
 CACHE_BATCH = 5_000  # cache entries per transaction
@@ -97,7 +98,8 @@ def transfer(source: IndexStore, target: IndexStore, progress: Progress | None =
         done += sum(r.chunks for r in batch)
         if progress:
             progress(done, total)
-    cached = _carry_cache(source, target, str(built.get("provider", "")), str(built.get("model", "")),
+    names = {cache_model(str(built.get("readings", "whole")), str(built.get("model", "")), kind) for kind in FileKind}
+    cached = _carry_cache(source, target, str(built.get("provider", "")), names,
                           public, private) if built.get("provider") not in (None, "", "none") else 0
     for key in CARRIED_META:
         value = source.get_meta(key)
@@ -119,17 +121,18 @@ def _batches(records: list) -> list[list]:
     return found
 
 
-def _carry_cache(source: IndexStore, target: IndexStore, provider: str, model: str, public: set[str],
+def _carry_cache(source: IndexStore, target: IndexStore, provider: str, names: set[str], public: set[str],
                  private: set[str]) -> int:
-    """The cache entries of this index's texts made by its model (under any of the names the model's
-    ways of reading file them: ``model``, ``model+late``, ...); private when any private file holds
-    the text (public and private text alike is then kept the private way)."""
+    """The cache entries of this index's texts made by its model the ways this index reads (the
+    names its reading files vectors under: ``model``, ``model+once``, ...; a shared cache holds the
+    same texts read other ways by other indexes); private when any private file holds the text
+    (public and private text alike is then kept the private way)."""
     wanted = sorted(public | private)
     carried = 0
     for begin in range(0, len(wanted), CACHE_BATCH):
         entries = [CachedVector(e.provider, e.model, e.hash, e.vector, e.private or e.hash in private)
                    for e in source.cache_entries(provider, wanted[begin : begin + CACHE_BATCH])
-                   if e.model == model or e.model.startswith(f"{model}+")]
+                   if e.model in names]
         if entries:
             target.put_cache_entries(entries)
         carried += len(entries)

@@ -44,7 +44,18 @@ from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_pr
 from memfs.index.embedturns import EmbedTurns
 from memfs.index.messages import as_text as messages_as_text
 from memfs.index.messages import parse_jsonl, session_header
-from memfs.index.indexer import Indexer, Outcome, Progress, fingerprint, fingerprint_change, replace_index_file, serves
+from memfs.index.indexer import (
+    KEPT_READINGS,
+    Indexer,
+    Outcome,
+    Progress,
+    fingerprint,
+    fingerprint_change,
+    reading_mode,
+    reading_words,
+    replace_index_file,
+    serves,
+)
 from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     QUERY_EMBED_CHARS,
     BadOption,
@@ -1020,6 +1031,7 @@ class Memory:
             "provisional": [p for p in self.store.provisional_paths(include_private=not privacy.shared)
                             if not privacy.hides(p)],
             "provider": self.cfg.embedding.provider,
+            "reading": reading_words(str(recorded.get("readings", "whole"))),
             "model": recorded.get("model", ""),
             "dims": recorded.get("dims", 0),
             "provider_error": self.provider_error,
@@ -1029,6 +1041,9 @@ class Memory:
             "problems": [{"path": path, "not_indexed": error, "warning": warning}
                          for path, (error, warning) in sorted(self.problems(privacy).items())],
         }
+        wanted = reading_mode(self.cfg, self.cfg.embedding.provider)
+        if str(recorded.get("readings", "whole")) in KEPT_READINGS.get(wanted, ()):
+            info["reading_wanted"] = reading_words(wanted)  # kept until `memfs index --rebuild`
         if self.cfg.embedding.provider == "local" and self.cfg.embedding.service:
             from memfs.index.embedclient import service_record
 

@@ -21,6 +21,7 @@ from memfs.index.embedwork import indexed_texts, pieces
 from memfs.index.units import plain
 from memfs.index.vectors import unpack_unit_vector
 from memfs.memory import Memory
+from memfs.render.status import render_status
 
 DATA = Path(__file__).resolve().parent / "data"
 MAX_RATIO = 1.25  # issue #20: at most a quarter more than the text itself
@@ -266,6 +267,10 @@ def test_an_index_that_reads_markdown_whole_keeps_it_until_rebuilt(workspace: Pa
         memory.index()
         assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats"
         assert provider.pieces_read == read, "the index was read again at its opening"
+        status = memory.status()
+        assert status["reading"] == "chats read late, Markdown whole"
+        assert "Markdown each text once" in str(status["reading_wanted"])
+        assert "memfs index --rebuild" in render_status(status)
         text = md.read_text()
         log = workspace / "memory" / "2023-05-09.md"
         log.write_text(text.replace("2023-05-08", "2023-05-09").replace("Caroline", "Carla"))
@@ -275,6 +280,7 @@ def test_an_index_that_reads_markdown_whole_keeps_it_until_rebuilt(workspace: Pa
         read = provider.pieces_read
         memory.rebuild()
         assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats-once"
+        assert "reading_wanted" not in memory.status() and "rebuild" not in render_status(memory.status())
         indexed = pieces(provider.tokenizer, indexed_texts(FILES[0][1], text) + indexed_texts(
             "memory/2023-05-09.md", log.read_text()))
         assert 0 < provider.pieces_read - read <= MAX_RATIO * indexed, "chats read again, or Markdown not read"

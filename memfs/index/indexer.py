@@ -146,6 +146,11 @@ _READINGS_WORDS = {"whole": "everything read whole", "late-chats": "chats read l
                    "late-auto": "chats and Markdown but MEMORY.md read late", "once": "each text read once"}
 
 
+def reading_words(mode: str) -> str:
+    """How an index with this reading reads its passages, in the settings' words."""
+    return _READINGS_WORDS.get(mode, mode)
+
+
 def fingerprint_change(built: dict[str, object], wanted: dict[str, object]) -> str:
     """How the settings an index was built with differ from ``wanted``, for a person:
     ``chunking.tokens 400 -> 300; ...``."""

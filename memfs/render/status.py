@@ -99,6 +99,9 @@ def render_status(info: dict[str, object], bar: bool = False) -> str:
                          f"{float(service.get('idle_s', 0)):g} s without a request)")
         else:
             lines.append("model in:   the embedding service, not running (it starts at the next embedding)")
+    if info.get("reading_wanted"):
+        lines.append(f"reading:    {info['reading']}, as the index was built; `memfs index --rebuild` (no mount "
+                     f"running) makes it {info['reading_wanted']}: less embedding work")
     if "index_path" in info:  # a shared view is not told about the index itself
         lines += [
             f"index:      {info['index_path']} ({_size(int(info['index_bytes']))}, generation {info['generation']})",

@@ -15,7 +15,7 @@ import pytest
 from conftest import write
 from mounts import memfs_cli, wait_until
 
-from memfs.sync.protocol import SyncError, parse
+from memfs.sync.protocol import SyncError, joined_lines, parse
 
 DAY = 86_400_000
 T0 = 1707123456789  # 2024-02-05 08:57:36 UTC
@@ -92,6 +92,20 @@ def test_lines_orjson_reads_or_writes_otherwise_are_judged_and_stored_as_json_wo
         parse((odd[0] + "\n" + json.dumps(message(1, role="system"))).encode())
     with pytest.raises(SyncError, match="line 1: invalid JSON"):
         parse(b'{"id": "x", "content": NaN')
+
+
+def test_a_day_files_lines_made_at_once_are_the_lines_made_one_by_one() -> None:
+    """A batch's lines for a day file come from one orjson call, cut apart between records: the
+    bytes are each message's own line, whatever its text holds (record boundaries written into
+    it), and a float timestamp among them is written by json as before."""
+    tricky = ['},{"id":"x"}', '"},{"id":', "},{", '\\"},{"id":\\', "é 猫 \U0001f600 \u2028", "tab\t nul\x00", ""]
+    messages = parse("\n".join(json.dumps(message(i, content=text, **({"deviceId": "p"} if i % 2 else {})))
+                                for i, text in enumerate(tricky)).encode())
+    assert joined_lines(messages) == b"\n".join(m.line() for m in messages)
+    assert joined_lines(messages).count(b"\n") == len(messages) - 1
+    with_float = messages + parse(json.dumps(message(9, ts=T0 + 0.5)).encode())
+    assert joined_lines(with_float) == b"\n".join(m.line() for m in with_float)
+    assert joined_lines([]) == b""
 
 
 def test_text_utf8_cannot_hold_is_refused_naming_the_field() -> None:

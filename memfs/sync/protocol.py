@@ -76,6 +76,30 @@ class SyncMessage(NamedTuple):
         return _CANONICAL.encode(record).encode("utf-8")
 
 
+# Between two records of a list orjson wrote: `},{"id":` can be nothing else.  Inside a string a
+# quote is always escaped (`\"`), so this `"` opens a key; a string's closing quote is followed by
+# `,` `}` or `:`, never by `id`; and a message's record is flat, with "id" as its first key.
+_BETWEEN = b'},{"id":'
+
+
+def joined_lines(messages: list[SyncMessage]) -> bytes:
+    """``b"\\n".join(m.line() for m in messages)``, made by one orjson call for the whole list
+    (a call per message cost seven times as much: most of it making each line's bytes object).
+    Records are cut apart where one ends and the next begins (:data:`_BETWEEN`)."""
+    if not messages:
+        return b""
+    records = []
+    for message in messages:
+        if type(message.timestamp) is not int:
+            return b"\n".join(m.line() for m in messages)  # exponent notation: the json module's
+        records.append(message._record())
+    try:
+        joined = orjson.dumps(records)
+    except TypeError:  # orjson.JSONEncodeError: text it refuses (see line())
+        return b"\n".join(m.line() for m in messages)
+    return joined[1:-1].replace(_BETWEEN, b'}\n{"id":')
+
+
 def _utc(ms: float) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 

@@ -415,16 +415,11 @@ def _index(rebuild: bool, as_json: bool, opts: dict[str, Any]) -> None:
         if rebuild:
             from memfs.memory import IndexBusy
 
-            from memfs.index.indexer import fingerprint_change
-
-            built = dict(memory.store.fingerprint or {})
             try:
                 outcomes = memory.rebuild(progress=files_bar)
             except IndexBusy as exc:
                 raise click.ClickException(_in_use(cfg, str(exc), "rebuild the index")) from None
             files_done()
-            if built and (changed := fingerprint_change(built, dict(memory.store.fingerprint or {}))):
-                click.echo(f"rebuilt with these settings: {changed}", err=True)
             answer = commands.index_report(memory, cfg, outcomes, as_json)
         else:
             answer = commands.index(memory, cfg, args, files_bar, embed_bar)

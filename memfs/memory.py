@@ -45,12 +45,12 @@ from memfs.index.embedturns import EmbedTurns
 from memfs.index.messages import as_text as messages_as_text
 from memfs.index.messages import parse_jsonl, session_header
 from memfs.index.indexer import (
-    KEPT_READINGS,
     Indexer,
     Outcome,
     Progress,
     fingerprint,
     fingerprint_change,
+    kept_reading,
     reading_mode,
     reading_words,
     replace_index_file,
@@ -230,7 +230,7 @@ class Memory:
             log.warning("index %s was made by an earlier memfs: rebuilding it (vectors come from the cache)",
                         self.paths.index)
             try:
-                self.rebuild()
+                self._rebuild_alone()
             except IndexBusy:
                 raise IndexBusy(f"{self.paths.index} was made by an earlier memfs and is in use by its running "
                                 "mount: unmount it (`memfs umount MOUNTPOINT`) and mount again, and this "
@@ -284,7 +284,7 @@ class Memory:
         elif raw is not None or self.store.files():
             log.warning("index %s was made for %s; rebuilding it for %s before use", self.paths.index,
                         recorded.path if recorded else "an unknown workspace", wanted.path)
-            self.rebuild()
+            self._rebuild_alone()
         self.store.set_meta("workspace", wanted.as_json())
 
     # -- provider and fingerprint -------------------------------------------------------------
@@ -339,7 +339,7 @@ class Memory:
                 return
             log.warning("the index was built with other settings (%s): rebuilding it (vectors the cache holds are "
                         "not embedded again)", fingerprint_change(current, wanted))
-            self.rebuild()
+            self._rebuild_alone()
 
     def _served_elsewhere(self) -> bool:
         """Whether another process uses this index (holds its lock)."""
@@ -353,7 +353,16 @@ class Memory:
     def rebuild(self, progress: Progress | None = None) -> list[Outcome]:
         """Build a fresh index beside the old one, then swap it in atomically.  Searches keep using
         the old index until the swap; the embedding cache carries over.  Refused (IndexBusy) while
-        another process uses the index: a running mount would go on with the old file."""
+        another process uses the index: a running mount would go on with the old file.  Says
+        which settings changed, if any (an index kept with an older reading moves to the new)."""
+        built = dict(self.store.fingerprint or {})
+        outcomes = self._rebuild_alone(progress)
+        if built and (changed := fingerprint_change(built, dict(self.store.fingerprint or {}))):
+            log.warning("rebuilt with these settings: %s", changed)
+        return outcomes
+
+    def _rebuild_alone(self, progress: Progress | None = None) -> list[Outcome]:
+        """:meth:`rebuild`, with the index to itself (see there)."""
         try:
             fcntl.flock(self._using, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -1041,9 +1050,8 @@ class Memory:
             "problems": [{"path": path, "not_indexed": error, "warning": warning}
                          for path, (error, warning) in sorted(self.problems(privacy).items())],
         }
-        wanted = reading_mode(self.cfg, self.cfg.embedding.provider)
-        if str(recorded.get("readings", "whole")) in KEPT_READINGS.get(wanted, ()):
-            info["reading_wanted"] = reading_words(wanted)  # kept until `memfs index --rebuild`
+        if kept := kept_reading(recorded, reading_mode(self.cfg, self.cfg.embedding.provider)):
+            info["reading_wanted"] = reading_words(kept)  # until `memfs index --rebuild`
         if self.cfg.embedding.provider == "local" and self.cfg.embedding.service:
             from memfs.index.embedclient import service_record
 

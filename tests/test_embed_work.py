@@ -241,7 +241,8 @@ def test_memory_md_facts_are_read_alone_under_auto(workspace: Path, make_config,
 
 
 def test_an_index_that_reads_markdown_whole_keeps_it_until_rebuilt(workspace: Path, make_config,
-                                                                   provider: LocalProvider) -> None:
+                                                                   provider: LocalProvider,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
     """An index built when the default read Markdown whole (its reading "late-chats": every index
     before Markdown was read once) is not rebuilt by the new default at the next open, which would
     read all its Markdown again before the mount answers: it keeps reading Markdown whole (a new
@@ -280,6 +281,7 @@ def test_an_index_that_reads_markdown_whole_keeps_it_until_rebuilt(workspace: Pa
         read = provider.pieces_read
         memory.rebuild()
         assert memory.pending == 0 and memory.store.fingerprint.get("readings") == "late-chats-once"
+        assert "rebuilt with these settings" in caplog.text and "Markdown each text once" in caplog.text
         assert "reading_wanted" not in memory.status() and "rebuild" not in render_status(memory.status())
         indexed = pieces(provider.tokenizer, indexed_texts(FILES[0][1], text) + indexed_texts(
             "memory/2023-05-09.md", log.read_text()))

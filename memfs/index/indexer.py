@@ -110,13 +110,18 @@ def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object
 KEPT_READINGS: dict[str, tuple[str, ...]] = {"late-chats-once": ("late-chats",)}
 
 
+def kept_reading(built: dict[str, object], wanted_reading: str) -> str | None:
+    """``wanted_reading`` when an index built with the fingerprint ``built`` keeps an older
+    reading in its place (KEPT_READINGS), else None."""
+    return wanted_reading if str(built.get("readings", "whole")) in KEPT_READINGS.get(wanted_reading, ()) else None
+
+
 def serves(built: dict[str, object], wanted: dict[str, object]) -> bool:
     """Whether an index built with the fingerprint ``built`` serves settings that want ``wanted``
     as it is: the same, or the same but for a reading it keeps (KEPT_READINGS)."""
     if built == wanted:
         return True
-    reading = str(built.get("readings", "whole"))
-    return (reading in KEPT_READINGS.get(str(wanted.get("readings", "whole")), ())
+    return (kept_reading(built, str(wanted.get("readings", "whole"))) is not None
             and {**built, "readings": wanted.get("readings")} == wanted)
 
 

@@ -378,12 +378,13 @@ class Scored:
     units: dict[int, list[StoredUnit]]  # chunk id -> its units in file order
     scores: dict[int, float]  # unit id -> score
     vectors: Mapping[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
+    mode: str = "whole"  # how the index reads its passages (its fingerprint's "readings")
 
 
-def read_once_units(store: IndexStore, units: list[StoredUnit], chunks: Mapping[int, StoredChunk]) -> np.ndarray:
+def read_once_units(mode: str, units: list[StoredUnit], chunks: Mapping[int, StoredChunk]) -> np.ndarray:
     """Which units are Markdown read once (each unit alone, its chunk's vector the mean of its
-    units': :func:`memfs.index.latechunks.read_as`), by the reading the index was built with."""
-    mode = str((store.fingerprint or {}).get("readings", "whole"))
+    units': :func:`memfs.index.latechunks.read_as`), by the reading the index was built with
+    (``mode``, its fingerprint's)."""
     read: dict[int, bool] = {}
     for cid, chunk in chunks.items():
         read[cid] = not chunk.jsonl and reading_of(mode, chunk.path, chunk.jsonl) == "once"
@@ -533,7 +534,8 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     # fact among unrelated ones in a long MEMORY.md keeps its own strength.
     context = np.where(np.isnan(around), around, np.fmax(around, unit_cos))
     message = np.array([chunks[u.chunk_id].jsonl for u in units], dtype=bool)
-    once = read_once_units(store, units, chunks)
+    mode = str((store.fingerprint or {}).get("readings", "whole"))
+    once = read_once_units(mode, units, chunks)
     if once.any() and query_vector is not None:
         context = np.where(once & ~np.isnan(context), np.fmax(context, _neighbourhood_cosine(units, matrix, query_vector)),
                            context)
@@ -566,7 +568,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         key = (u.chunk_id, u.start_line, u.end_line)
         evidence[key] = max(evidence.get(key, 0.0), grows)
     return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, u.start_line, u.end_line)]
-                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors)
+                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors, mode)
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:
@@ -696,7 +698,7 @@ def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, para
     if options.decay_days:
         scored = _decay(scored, options.decay_days, today or dt.datetime.now(dt.timezone.utc).date())
     scored = [s for s in scored if s.score >= params.min_score]
-    mode = str((store.fingerprint or {}).get("readings", "whole"))
+    mode = found.mode
     results: list[SearchResult] = []
     chosen: list[np.ndarray] = []
     remaining = list(scored)

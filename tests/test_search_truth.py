@@ -309,6 +309,36 @@ def test_search_while_some_chunks_are_embedded(workspace: Path, make_memory, loc
     assert response.results and response.results[0].path == "memory/2023-05-08.md"
 
 
+def test_units_left_without_a_vector_under_an_embedded_chunk_get_theirs(workspace: Path, make_memory,
+                                                                         locomo_day) -> None:
+    """A unit can wait while its chunk has a vector (a chunk found in the cache, a unit the late
+    reading gave no word piece, rows replaced by another mount meanwhile): a call of such units
+    alone reads them as their files are read.  Such a call used to embed nothing and the
+    embedder chose the same units again, forever (a mount's thread spinning, its passages never
+    embedded: two mounts of one workspace on PostgreSQL left 5 waiting)."""
+    import threading
+
+    locomo_day(workspace)
+    write(workspace / "sessions" / "s1.jsonl", "".join(
+        json.dumps({"type": "message", "message": {"role": role, "content": text}}) + "\n"
+        for role, text in [("user", "Where did I park the red kayak?"), ("assistant", "Behind the boathouse.")]))
+    memory = make_memory(workspace)
+    if memory.store.backend != "sqlite":
+        pytest.skip("clears vectors in SQLite's tables")
+    memory.index()
+    assert memory.pending == 0
+    memory.store.conn.execute("UPDATE units SET vector = NULL")
+    waiting = memory.pending
+    assert waiting > 2 and not memory.store.pending_chunks(10)
+    done: list[int] = []
+    worker = threading.Thread(target=lambda: done.append(memory.embed_pending()), daemon=True)
+    worker.start()
+    worker.join(60)
+    assert not worker.is_alive(), "embedding units alone never ended"
+    assert done == [waiting] and memory.pending == 0
+    assert memory.search("red kayak parked behind the boathouse").results[0].path == "sessions/s1.jsonl"
+
+
 def test_each_result_says_how_to_read_around_itself(workspace: Path, make_memory) -> None:
     from memfs.render.results import render_markdown
 

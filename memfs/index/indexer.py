@@ -522,6 +522,11 @@ class Indexer:
                         if not chunks and not units:
                             break
                         embedded = self._embed(chunks, units)
+                    if not embedded:
+                        # Nothing of what was chosen got a vector (rows replaced meanwhile by another
+                        # process's write): choosing again would choose them again, forever.
+                        log.debug("embedding: none of %d chosen passages got a vector", len(chunks) + len(units))
+                        break
                     budget -= embedded
                     # The rate a shared reader is told must not move with private text: batches
                     # holding any are left out of it.
@@ -563,18 +568,27 @@ class Indexer:
         spans_of = getattr(self.provider, "embed_spans", None)
         mode = self.reading()
         # Each file's chunks are read as its kind is (read_as); a provider without output states
-        # reads whole what would be read late.
-        ways: dict[tuple[str, str], list[StoredChunk]] = {}  # (cache model, how read) -> chunks
-        for chunk in chunks:
-            kind = classify(chunk.path, self.cfg.index.extra_paths)
+        # reads whole what would be read late.  A unit whose chunk has its vector already (a
+        # units-only call) is read as its chunk's file is, so that file's path is looked up.
+        paths = {c.id: c.path for c in chunks}
+        if missing := {u.chunk_id for u in wanted} - paths.keys():
+            paths.update((i, c.path) for i, c in self.store.chunks_by_id(missing).items())
+        ways: dict[tuple[str, str], tuple[list[StoredChunk], list[StoredUnit]]] = {}  # (cache model, how read)
+
+        def way(path: str) -> tuple[list[StoredChunk], list[StoredUnit]]:
+            kind = classify(path, self.cfg.index.extra_paths)
             how, model = read_as(mode, kind), cache_model(mode, base, kind)
             if how == "late" and spans_of is None:
                 how, model = "whole", base
-            ways.setdefault((model, how), []).append(chunk)
+            return ways.setdefault((model, how), ([], []))
+
+        for chunk in chunks:
+            way(chunk.path)[0].append(chunk)
+        for unit in wanted:
+            if unit.chunk_id in paths:  # else its file was indexed again meanwhile: the unit is gone
+                way(paths[unit.chunk_id])[1].append(unit)
         done = 0
-        for (model, how), group in ways.items():
-            ids = {c.id for c in group}
-            group_units = [u for u in wanted if u.chunk_id in ids]
+        for (model, how), (group, group_units) in ways.items():
             if how == "late":
                 done += self._embed_late(name, model, group, group_units, of_chunk, spans_of)
             else:
@@ -601,10 +615,10 @@ class Indexer:
             vectors.update(zip(fresh, self.provider.embed(fresh)))
         unit_items = [(u, readings.mean(parts[u.id], vectors)) for u in wanted]
         chunk_items = [(c, readings.mean(chunk_parts[c.id], vectors)) for c in chunks]
-        self.store.store_embedded(name, model, [(hashes[t], vectors[t]) for t in fresh],
-                                  [(c, v) for c, v in chunk_items if v is not None],
-                                  [(u, v) for u, v in unit_items if v is not None])
-        return len(chunk_items) + len(unit_items)
+        stored_chunks = [(c, v) for c, v in chunk_items if v is not None]
+        stored_units = [(u, v) for u, v in unit_items if v is not None]
+        self.store.store_embedded(name, model, [(hashes[t], vectors[t]) for t in fresh], stored_chunks, stored_units)
+        return len(stored_chunks) + len(stored_units)
 
     def _embed_late(self, name: str, model: str, chunks: list[StoredChunk], wanted: list[StoredUnit],
                     of_chunk: dict[int, list[StoredUnit]], spans_of: Callable[..., Any]) -> int:

@@ -6,6 +6,7 @@ the next start embeds it."""
 from __future__ import annotations
 
 import logging
+import time
 
 import trio
 
@@ -13,21 +14,42 @@ from memfs.memory import Memory
 
 log = logging.getLogger(__name__)
 
-# Passages per call to the local model: a call takes at least one chunk with all its units (see
-# Indexer.embed_pending), a few tenths of a second of work, so a stop never waits long for the
-# call in progress, and a note just written goes ahead of a backlog within a second (each call
-# takes what is first in the queue then).  Small calls cost no throughput: the model cuts each
-# call into runs by length (embeddings._batches), and the work around a call is ~2% of it.  A
-# remote server gets enough for all its requests in flight at once
-# (EmbeddingConfig.texts_per_call).
+# Passages per call to the local model: as many as take about CALL_S at the rate the last call
+# showed (CallSize), from BATCH (the first call after a quiet spell: often one note) up to
+# MAX_BATCH.  A call takes what is first in the queue when it starts, so a note just written waits
+# for at most the call in progress and its own: about half a second, inside the second issue #20
+# allows; a stop waits for the call in progress.  Calls of 2 passages (the size before) spent a
+# tenth of the time around the model (the service's round trip, the queue's queries, the store's
+# transaction): 0.81-0.90 of the raw model's throughput on a quiet machine, where `memfs index`'s
+# calls of INDEX_BATCH reach 0.92-0.99 (scripts/bench_index.py --work).  MAX_BATCH bounds a call
+# whose rate was measured on short passages.  A remote server gets enough for all its requests
+# in flight at once (EmbeddingConfig.texts_per_call).
 BATCH = 2
+MAX_BATCH = 64
+CALL_S = 0.25
 RETRY_S = 30.0
+
+
+class CallSize:
+    """The passages of the next call to the model, from the last call's rate."""
+
+    def __init__(self, floor: int) -> None:
+        self.floor = floor
+        self.passages = floor
+
+    def measured(self, passages: int, seconds: float) -> None:
+        if passages > 0 and seconds > 0:
+            self.passages = max(self.floor, min(MAX_BATCH, int(passages / seconds * CALL_S)))
+
+    def reset(self) -> None:
+        """After a quiet spell the first call is small again: it is most often a note just written."""
+        self.passages = self.floor
 
 
 class BackgroundEmbedder:
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
-        self.batch = memory.cfg.embedding.texts_per_call(BATCH)
+        self.size = CallSize(memory.cfg.embedding.texts_per_call(BATCH))
         self._wakeup = trio.Event()
         # Whether it is embedding now, and whether its last round stopped with passages left
         # (a failing provider): a daemon that stops when idle waits for the one, not the other.
@@ -55,12 +77,15 @@ class BackgroundEmbedder:
                 self.working = False
 
     async def _embed_all(self) -> None:
+        self.size.reset()
         while self.memory.pending:
             try:
                 # Abandoned on cancel: the thread finishes its batch (Memory.close waits for
                 # it) while the process goes on unmounting.
-                embedded = await trio.to_thread.run_sync(self.memory.embed_pending, self.batch,
+                began = time.monotonic()
+                embedded = await trio.to_thread.run_sync(self.memory.embed_pending, self.size.passages,
                                                          abandon_on_cancel=True)
+                self.size.measured(embedded, time.monotonic() - began)
             except Exception as exc:  # a locked index, say: retried at the next write, never fatal
                 log.warning("embedding postponed: %s", exc)
                 self.stalled = True

@@ -15,10 +15,11 @@ conversation its own workspace):
 - raw model: LocalProvider in this process reading the same text once, its lines packed into
   windows as long as the model reads (254 pieces and [CLS]/[SEP]), in calls of 64 windows:
   word pieces read per second, and pieces of text per second.
-- pipeline: Memory.embed_pending as a mount's background embedder calls it (embedder.BATCH
-  passages per call, through the embedding service as the default config uses it, a private
-  service started for the run), and as `memfs index` calls it (commands.INDEX_BATCH): pieces of
-  text indexed per second, from an empty cache, the files already keyword-indexed.
+- pipeline: Memory.embed_pending as a mount's background embedder calls it (each call sized by
+  embedder.CallSize from the last one's rate; and, for comparison, every call of embedder.BATCH
+  passages, as before stop 39), through the embedding service as the default config uses it (a
+  private service started for the run), and as `memfs index` calls it (commands.INDEX_BATCH):
+  pieces of text indexed per second, from an empty cache, the files already keyword-indexed.
 Raw and pipeline alternate, --runs times each; medians.  --load N runs N busy loops meanwhile.
 
 Mounts an empty workspace and times, with nothing pending, `cat search/<q>.md` (a LoCoMo question
@@ -178,35 +179,46 @@ def work(args: argparse.Namespace) -> int:
         if args.ratio_only:
             return 0
         windows = _windows(all_texts, counter.tokenizer, counter.max_pieces - 2)
-        raw, background, bulk = [], [], []
+        raw, background, fixed, bulk = [], [], [], []
         for run in range(args.runs):
             began, before = time.perf_counter(), counter.pieces_read
             for start in range(0, len(windows), 64):
                 counter.embed(windows[start : start + 64])
             seconds = time.perf_counter() - began
             raw.append(((counter.pieces_read - before) / seconds, total_i / seconds))
-            for label, limit, out in (("background", embedder.BATCH, background), ("index", INDEX_BATCH, bulk)):
+            for label, out in (("background", background), ("fixed", fixed), ("index", bulk)):
                 seconds = 0.0
                 for agent, ws in spaces:
                     memory = _memory(ws, agent, tmp / f"state-{label}-{run}", **extra)
                     memory.provider.embed(["warm up"])  # the service started and its model loaded
                     memory.reconcile()
+                    size = embedder.CallSize(INDEX_BATCH if label == "index" else embedder.BATCH)
                     began = time.perf_counter()
-                    while memory.embed_pending(limit=limit):
-                        pass
+                    while True:  # as BackgroundEmbedder._embed_all sizes its calls (memfs index: fixed)
+                        call = time.perf_counter()
+                        done = memory.embed_pending(limit=size.passages)
+                        if not done:
+                            break
+                        if label == "background":
+                            size.measured(done, time.perf_counter() - call)
                     seconds += time.perf_counter() - began
                     assert memory.pending == 0, (agent, memory.pending)
                     memory.close()
                 out.append(total_i / seconds)
             print(f"  run {run + 1}: raw {raw[-1][0]:.0f} pieces read/s ({raw[-1][1]:.0f} text pieces/s); pipeline "
-                  f"{background[-1]:.0f} (background calls), {bulk[-1]:.0f} (memfs index) indexed pieces/s", flush=True)
+                  f"{background[-1]:.0f} (background calls), {fixed[-1]:.0f} (calls of {embedder.BATCH}), {bulk[-1]:.0f} "
+                  f"(memfs index) indexed pieces/s; ratios {background[-1] / raw[-1][1]:.2f}, "
+                  f"{fixed[-1] / raw[-1][1]:.2f}, {bulk[-1] / raw[-1][1]:.2f}", flush=True)
         raw_read = statistics.median(r[0] for r in raw)
         raw_text = statistics.median(r[1] for r in raw)
         print(f"throughput, median of {args.runs} runs, {args.load} busy loops beside:")
         print(f"  raw model:  {raw_read:.0f} word pieces read/s = {raw_text:.0f} pieces of text/s")
-        for label, values in (("background", background), ("memfs index", bulk)):
+        for label, values in (("background", background), (f"background, calls of {embedder.BATCH}", fixed),
+                              ("memfs index", bulk)):
             value = statistics.median(values)
-            print(f"  pipeline ({label}): {value:.0f} indexed pieces/s = {value / raw_text:.2f} of the raw model")
+            ratios = [v / r[1] for v, r in zip(values, raw)]
+            print(f"  pipeline ({label}): {value:.0f} indexed pieces/s = {value / raw_text:.2f} of the raw model "
+                  f"(each run's ratio: median {statistics.median(ratios):.2f}, {min(ratios):.2f}-{max(ratios):.2f})")
     finally:
         for process in busy:
             process.kill()

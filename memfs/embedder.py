@@ -1,7 +1,7 @@
 """Background embedding for a warm process (a mount, ``memfs serve``): whenever writes leave
-passages without a vector, embed them in a worker thread, a few at a time, never on the event
-loop.  Stopping does not wait for the work: what is still pending stays recorded in the index and
-the next start embeds it."""
+passages without a vector, embed them in a worker thread, a call of about a quarter second at a
+time (CallSize), never on the event loop.  Stopping does not wait for the work: what is still
+pending stays recorded in the index and the next start embeds it."""
 
 from __future__ import annotations
 

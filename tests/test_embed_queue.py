@@ -138,3 +138,26 @@ def test_two_processes_of_one_index_never_embed_the_same_passage(workspace: Path
     passages = [p for _, p in given]
     assert len(passages) == len(set(passages)), "a passage was given to the model twice"
     assert first.store.pending_count() == 0
+
+
+def test_background_calls_are_sized_to_a_quarter_second_at_the_last_calls_rate() -> None:
+    """Calls of 2 passages spent a tenth of their time around the model; calls sized by the rate
+    take ~0.25 s each, so a note behind a backlog still waits at most two calls."""
+    from memfs.embedder import BATCH, CALL_S, MAX_BATCH, CallSize
+
+    size = CallSize(BATCH)
+    assert size.passages == BATCH  # the first call after a quiet spell: most often one note
+    size.measured(10, 0.05)  # 200 passages a second
+    assert size.passages == int(200 * CALL_S) == 50
+    size.measured(4000, 1.0)
+    assert size.passages == MAX_BATCH
+    size.measured(1, 2.0)  # a loaded machine: small calls again, never below the floor
+    assert size.passages == BATCH
+    size.measured(0, 0.3)  # nothing stored (rows replaced meanwhile): no rate to go by
+    assert size.passages == BATCH
+    size.measured(30, 0.1)
+    size.reset()
+    assert size.passages == BATCH
+    remote = CallSize(512)  # a server's requests in flight: never fewer
+    remote.measured(10, 1.0)
+    assert remote.passages == 512

@@ -49,9 +49,15 @@ def _rounds(size: int, dev: Path, first_round: int, record_of) -> bytes:
     return b"".join(lines)
 
 
-def sync_lines(size: int, dev: Path = DEV, tag: str = "b") -> bytes:
+def _said(m: dict, r: int, distinct: bool) -> str:
+    """A message's text in round ``r``: tagged with the round after the first when ``distinct``
+    (as daily_log tags lines), so no text repeats and the embedding cache answers for none."""
+    return f"{m['content']} (r{r})" if distinct and r else m["content"]
+
+
+def sync_lines(size: int, dev: Path = DEV, tag: str = "b", distinct: bool = False) -> bytes:
     """JSONL sync lines, ``size`` bytes or a little more."""
-    return _rounds(size, dev, 0, lambda m, r: {**m, "id": f"{m['id']}-{tag}{r}",
+    return _rounds(size, dev, 0, lambda m, r: {**m, "id": f"{m['id']}-{tag}{r}", "content": _said(m, r, distinct),
                                                "timestamp": m["timestamp"] + (r % ROUND_DAYS) * DAY_MS})
 
 
@@ -59,16 +65,16 @@ def session_header(ident: str = "import") -> bytes:
     return json.dumps({"type": "session", "id": ident, "timestamp": "2023-05-08T13:56:00Z"}).encode() + b"\n"
 
 
-def session_records(size: int, dev: Path = DEV, start_round: int = 0) -> bytes:
+def session_records(size: int, dev: Path = DEV, start_round: int = 0, distinct: bool = False) -> bytes:
     """Transcript message records (no header), ``size`` bytes or a little more."""
     return _rounds(size, dev, start_round, lambda m, r: {
         "type": "message", "id": f"{m['id']}-{r}", "timestamp": m["timestamp"] + (r % ROUND_DAYS) * DAY_MS,
-        "message": {"role": m["role"], "content": m["content"]}})
+        "message": {"role": m["role"], "content": _said(m, r, distinct)}})
 
 
-def transcript(size: int, dev: Path = DEV) -> bytes:
+def transcript(size: int, dev: Path = DEV, distinct: bool = False) -> bytes:
     head = session_header()
-    return head + session_records(size - len(head), dev)
+    return head + session_records(size - len(head), dev, distinct=distinct)
 
 
 def daily_log(size: int, dev: Path = DEV) -> bytes:

@@ -164,8 +164,8 @@ class EmbeddingConfig(_Section):
 
     def texts_per_call(self, default: int) -> int:
         """Texts worth handing the provider in one call: a server is kept busy only by
-        ``concurrency`` requests of ``batch_size`` texts at once; the local model takes
-        ``default``, small calls, so a stop never waits long for the one in progress."""
+        ``concurrency`` requests of ``batch_size`` texts at once; for the local model ``default``
+        (a caller's floor: the background embedder sizes its calls by their rate from there)."""
         return self.batch_size * self.concurrency if self.provider == "openai" else default
 
 

@@ -20,10 +20,10 @@ log = logging.getLogger(__name__)
 # for at most the call in progress and its own: about half a second, inside the second issue #20
 # allows; a stop waits for the call in progress.  Calls of 2 passages (the size before) spent a
 # tenth of the time around the model (the service's round trip, the queue's queries, the store's
-# transaction): 0.81-0.90 of the raw model's throughput on a quiet machine, where `memfs index`'s
-# calls of INDEX_BATCH reach 0.92-0.99 (scripts/bench_index.py --work).  MAX_BATCH bounds a call
-# whose rate was measured on short passages.  A remote server gets enough for all its requests
-# in flight at once (EmbeddingConfig.texts_per_call).
+# transaction): 0.86 of the raw model's throughput on a quiet machine (0.79-0.95 run by run);
+# sized so, 0.96 (0.90-1.06), and `memfs index`'s calls of INDEX_BATCH 0.93 (bench_index.py
+# --work).  MAX_BATCH bounds a call whose rate was measured on short passages.  A remote server
+# gets enough for all its requests in flight at once (EmbeddingConfig.texts_per_call).
 BATCH = 2
 MAX_BATCH = 64
 CALL_S = 0.25
@@ -38,6 +38,7 @@ class CallSize:
         self.passages = floor
 
     def measured(self, passages: int, seconds: float) -> None:
+        """The last call stored ``passages`` in ``seconds`` (nothing stored: no rate, no change)."""
         if passages > 0 and seconds > 0:
             self.passages = max(self.floor, min(MAX_BATCH, int(passages / seconds * CALL_S)))
 

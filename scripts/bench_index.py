@@ -17,7 +17,7 @@ conversation its own workspace):
   word pieces read per second, and pieces of text per second.
 - pipeline: Memory.embed_pending as a mount's background embedder calls it (each call sized by
   embedder.CallSize from the last one's rate; and, for comparison, every call of embedder.BATCH
-  passages, as before stop 39), through the embedding service as the default config uses it (a
+  passages, as the embedder called it before), through the embedding service as the default config uses it (a
   private service started for the run), and as `memfs index` calls it (commands.INDEX_BATCH):
   pieces of text indexed per second, from an empty cache, the files already keyword-indexed.
 Raw and pipeline alternate, --runs times each; medians.  --load N runs N busy loops meanwhile.

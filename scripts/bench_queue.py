@@ -5,7 +5,7 @@ a transcript and a daily log of --mb MB each (scripts/bench_import.py's data), n
 
     python scripts/bench_queue.py [--mb 1,3,10,30] [--runs 7]
 
-Baseline in the same run: the query before stop 39, which sorted every waiting chunk by its
+Baseline in the same run: the query memfs used before, which sorted every waiting chunk by its
 file's time; both must choose the same chunks in the same order.  Medians of --runs.
 """
 
@@ -21,8 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_import  # noqa: E402
 import bench_index  # noqa: E402
+import bench_write  # noqa: E402
 
 SORT_ALL = ("SELECT c.id, c.path, c.start_line, c.end_line, c.hash, c.text, c.jsonl FROM chunks c "
             "INDEXED BY chunks_pending CROSS JOIN files f ON f.path = c.path "
@@ -42,7 +42,7 @@ def main() -> int:
         try:
             ws = tmp / "ws"
             for kind in ("sync", "session", "md"):
-                rel, data, _ = bench_import.made(kind, mb << 20)
+                rel, data, _ = bench_write.made(kind, mb << 20, f"queue{kind}", distinct=True)
                 (ws / rel).parent.mkdir(parents=True, exist_ok=True)
                 (ws / rel).write_bytes(data)
             memory = bench_index._memory(ws, "main", tmp / "state", **{"index.max_file_mb": "100",

@@ -42,16 +42,17 @@ def busy() -> None:
         pass
 
 
-def made(kind: str, size: int, tag: str) -> tuple[str, bytes, str]:
-    """(path in the workspace, bytes, a word only the last line holds)."""
+def made(kind: str, size: int, tag: str, distinct: bool = False) -> tuple[str, bytes, str]:
+    """(path in the workspace, bytes, a word only the last line holds).  ``distinct``: each
+    round's text tagged (bigwrites), so no text repeats within the file."""
     word = f"{MARK}{tag}"
     if kind == "sync":
-        data = bigwrites.sync_lines(size, tag=tag)
+        data = bigwrites.sync_lines(size, tag=tag, distinct=distinct)
         last = json.loads(data.rstrip(b"\n").rsplit(b"\n", 1)[-1])
         extra = {**last, "id": f"{last['id']}-last", "content": f"The {word} played at the end."}
         return "clawgpt-memory/2023-05-08.jsonl", data + json.dumps(extra).encode() + b"\n", word
     if kind == "session":
-        data = bigwrites.transcript(size)
+        data = bigwrites.transcript(size, distinct=distinct)
         extra = {"type": "message", "id": "last", "message": {"role": "user", "content": f"The {word} again."}}
         return "sessions/import.jsonl", data + json.dumps(extra).encode() + b"\n", word
     data = bigwrites.daily_log(size)

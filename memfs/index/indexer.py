@@ -491,10 +491,10 @@ class Indexer:
 
         A chunk is embedded with its units, from one call to the model that reads each text once
         (:mod:`memfs.index.readings`): the chunk's vector is made from its units', so it costs
-        no reading of its own.  A call takes whole chunks with their units, up to ``batch``
-        passages (chunks and units), at least one chunk; then units left without a vector while
-        their chunk has one (a chunk found in the cache).  ``limit`` bounds the passages of the
-        whole run the same way.  Returns how many passages got their vectors; ``stop`` ends it
+        no reading of its own.  A call takes whole chunks with their units until it holds ``batch``
+        passages (chunks and units; the last chunk whole, so a few more); then units left without
+        a vector while their chunk has one (a chunk found in the cache).  ``limit`` bounds the
+        passages of the whole run the same way.  Returns how many passages got their vectors; ``stop`` ends it
         between calls."""
         if not self.embeds:
             return 0
@@ -540,8 +540,10 @@ class Indexer:
         return done
 
     def _whole(self, chunks: list[StoredChunk], passages: int) -> tuple[list[StoredChunk], list[StoredUnit]]:
-        """The first chunks whose passages (each chunk and its units without a vector) add up to
-        at most ``passages`` (at least the first chunk), with all their units."""
+        """The first chunks whose passages (each chunk and its units without a vector) reach
+        ``passages``, the last of them whole, with all their units.  The last chunk goes over
+        rather than into a call of its own: a call of 64 passages was two to the model (3 chats'
+        chunks of ~17 passages, then one), and the second was small."""
         units = self.store.units_of([c.id for c in chunks])
         waiting: dict[int, int] = {}
         for unit in units:
@@ -549,9 +551,9 @@ class Indexer:
         kept: list[StoredChunk] = []
         count = 0
         for chunk in chunks:
-            count += 1 + waiting.get(chunk.id, 0)
-            if kept and count > passages:
+            if count >= passages:
                 break
+            count += 1 + waiting.get(chunk.id, 0)
             kept.append(chunk)
         ids = {c.id for c in kept}
         return kept, [u for u in units if u.chunk_id in ids]

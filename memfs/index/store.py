@@ -845,28 +845,31 @@ class Store:
 
     def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None,
                       written_since: float | None = None) -> list[StoredUnit]:
-        """Units waiting for a vector, in the order of :meth:`pending_chunks`."""
+        """Units waiting for a vector while their chunk has one (a chunk still waiting is embedded
+        with its units: a unit taken alone before it would keep a reading without its chunk), in
+        the order of :meth:`pending_chunks`."""
         columns = _UNIT_COLUMNS
         if written_since is not None:
             # Through the waiting units alone (few by the time units are asked for alone: a chunk
             # is embedded with its units), not every unit of every recent file (3 s at 100k chunks).
             sql = (f"SELECT {columns} FROM units u INDEXED BY units_pending CROSS JOIN chunks c ON c.id = u.chunk_id "
-                   "CROSS JOIN files f ON f.path = c.path WHERE u.vector IS NULL AND f.mtime >= ? "
+                   "CROSS JOIN files f ON f.path = c.path WHERE u.vector IS NULL AND c.embedded = 1 AND f.mtime >= ? "
                    "ORDER BY f.mtime DESC, u.id DESC LIMIT ?")
             args: tuple[object, ...] = (written_since, limit)
         elif paths:
             marks = ",".join("?" * len(paths))
             sql = (f"SELECT {columns} FROM chunks c INDEXED BY chunks_path CROSS JOIN units u ON u.chunk_id = c.id "
                    f"WHERE c.path IN ({marks}) "
-                   "AND u.vector IS NULL ORDER BY u.id DESC LIMIT ?")
+                   "AND u.vector IS NULL AND c.embedded = 1 ORDER BY u.id DESC LIMIT ?")
             args = (*paths, limit)
         elif since is not None:
             sql = (f"SELECT {columns} FROM chunks c INDEXED BY chunks_day CROSS JOIN units u ON u.chunk_id = c.id "
-                   "WHERE c.last_day >= ? AND u.vector IS NULL ORDER BY c.last_day DESC, u.id DESC LIMIT ?")
+                   "WHERE c.last_day >= ? AND u.vector IS NULL AND c.embedded = 1 "
+                   "ORDER BY c.last_day DESC, u.id DESC LIMIT ?")
             args = (since, limit)
         else:
             sql = (f"SELECT {columns} FROM units u CROSS JOIN chunks c ON c.id = u.chunk_id WHERE u.vector IS NULL "
-                   "ORDER BY u.id DESC LIMIT ?")
+                   "AND c.embedded = 1 ORDER BY u.id DESC LIMIT ?")
             args = (limit,)
         with self.lock:
             rows = self.conn.execute(sql, args).fetchall()

@@ -897,12 +897,13 @@ class PgStore:
                       written_since: float | None = None) -> list[StoredUnit]:
         columns = ", ".join(f"u.{c}" for c in _UNIT_COLUMNS.split(", "))
         base = (f"SELECT {columns} FROM memfs.units u JOIN memfs.chunks c ON c.tenant_id = u.tenant_id "
-                "AND c.chunk_id = u.chunk_id WHERE u.tenant_id = %s AND c.tenant_id = %s AND u.packed IS NULL")
+                "AND c.chunk_id = u.chunk_id WHERE u.tenant_id = %s AND c.tenant_id = %s AND u.packed IS NULL "
+                "AND c.embedded")
         if written_since is not None:
             sql = (f"SELECT {columns} FROM memfs.files f JOIN memfs.chunks c ON c.tenant_id = f.tenant_id "
                    "AND c.path = f.path JOIN memfs.units u ON u.tenant_id = c.tenant_id AND u.chunk_id = c.chunk_id "
                    "WHERE f.tenant_id = %s AND c.tenant_id = %s AND u.tenant_id = %s AND f.mtime >= %s "
-                   "AND u.packed IS NULL ORDER BY f.mtime DESC, u.unit_id DESC LIMIT %s")
+                   "AND u.packed IS NULL AND c.embedded ORDER BY f.mtime DESC, u.unit_id DESC LIMIT %s")
             args: tuple[object, ...] = (self.tenant, self.tenant, self.tenant, written_since, limit)
         elif paths:
             sql, args = (f"{base} AND c.path = ANY (%s) ORDER BY u.unit_id DESC LIMIT %s",
@@ -911,9 +912,7 @@ class PgStore:
             sql = f"{base} AND c.last_day >= %s ORDER BY c.last_day COLLATE \"C\" DESC, u.unit_id DESC LIMIT %s"
             args = (self.tenant, self.tenant, since, limit)
         else:
-            sql = (f"SELECT {_UNIT_COLUMNS} FROM memfs.units WHERE tenant_id = %s AND packed IS NULL "
-                   "ORDER BY unit_id DESC LIMIT %s")
-            args = (self.tenant, limit)
+            sql, args = f"{base} ORDER BY u.unit_id DESC LIMIT %s", (self.tenant, self.tenant, limit)
         with self.lock:
             rows = self.conn.execute(sql, args).fetchall()
         return [_unit(r) for r in rows]

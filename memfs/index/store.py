@@ -147,6 +147,8 @@ class StoredUnit:
 
 _UNIT_FIELDS = tuple(field.name for field in dataclasses.fields(StoredUnit))
 
+# How old the embedding cache's count in a status may be (see Store._cached_count).
+CACHE_COUNT_S = 60.0
 # chunks.embedded of a provisional chunk (0: waiting for its vector, 1: has it): a big write's
 # keyword rows, there until its exact chunks replace them (memfs.index.deferred); never embedded.
 PROVISIONAL = 2
@@ -276,6 +278,7 @@ class Store:
         self._depth = 0  # transactions open on this connection (a batch holds one)
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
+        self._cache_counted: tuple[float, int] | None = None  # (time.monotonic(), entries)
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
         if migrate:
@@ -1249,17 +1252,27 @@ class Store:
         with self.lock:
             files = self.conn.execute(
                 f"SELECT count(*), coalesce(sum(error != ''), 0) FROM files {where}", hidden).fetchone()
-            chunks = self.conn.execute(
-                f"SELECT count(*), coalesce(sum(embedded = 0), 0), coalesce(sum(embedded = {PROVISIONAL}), 0) "
-                f"FROM chunks {where}", hidden).fetchone()
-            scope = f"WHERE chunk_id IN (SELECT id FROM chunks {where})" if where else ""
-            units = self.conn.execute(
-                f"SELECT count(*), coalesce(sum(vector IS NULL), 0) FROM units {scope}", hidden).fetchone()
+            if where:
+                chunks = self.conn.execute(
+                    f"SELECT count(*), coalesce(sum(embedded = 0), 0), coalesce(sum(embedded = {PROVISIONAL}), 0) "
+                    f"FROM chunks {where}", hidden).fetchone()
+                units = self.conn.execute(
+                    f"SELECT count(*), coalesce(sum(vector IS NULL), 0) FROM units WHERE chunk_id IN "
+                    f"(SELECT id FROM chunks {where})", hidden).fetchone()
+            else:
+                # Counted through indexes alone: a sum over the rows read every chunk's text and
+                # every unit's vector (100+ MB at 140k units), and a mount polled for its status
+                # (a progress display, bench_import) took a core from the model it waited on.
+                chunks = self.conn.execute(
+                    "SELECT (SELECT count(*) FROM chunks), (SELECT count(*) FROM chunks WHERE embedded = 0), "
+                    f"(SELECT count(*) FROM chunks INDEXED BY chunks_path WHERE embedded = {PROVISIONAL} AND path IN "
+                    f"(SELECT path FROM files WHERE {_PROVISIONAL}))").fetchone()
+                units = self.conn.execute("SELECT (SELECT count(*) FROM units), "
+                                          "(SELECT count(*) FROM units WHERE vector IS NULL)").fetchone()
             # The lines of the files still being chunked, for the estimate of the passages they
             # will add (memfs.index.backlog.still_to_chunk): provisional_lines' query.
             owed = self.conn.execute(_PROVISIONAL_LINES.format(scope="".join(f" AND {c}" for c in clauses)),
                                      hidden).fetchall()
-            cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {
             "files": int(files[0]),
             "skipped": int(files[1]),
@@ -1269,8 +1282,19 @@ class Store:
             "provisional_chunks": int(chunks[2]),
             "provisional_lines": sum(int(r[2]) for r in owed),
             "provisional_jsonl_lines": sum(int(r[2]) for r in owed if r[1]),
-            "cached_embeddings": int(cached),
+            "cached_embeddings": self._cached_count(),
         }
+
+    def _cached_count(self) -> int:
+        """Entries of the embedding cache, counted at most once a CACHE_COUNT_S: counting reads the
+        whole cache (every vector: 260 MB after a 20 MB import), the status is read by the second."""
+        now = time.monotonic()
+        if self._cache_counted is None or now - self._cache_counted[0] > CACHE_COUNT_S:
+            with self.lock:
+                count = int(self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0])
+            self._cache_counted = (now, count)
+        return self._cache_counted[1]
+
 
     def size_bytes(self) -> int:
         total = 0

@@ -147,8 +147,6 @@ class StoredUnit:
 
 _UNIT_FIELDS = tuple(field.name for field in dataclasses.fields(StoredUnit))
 
-# How old the embedding cache's count in a status may be (see Store._cached_count).
-CACHE_COUNT_S = 60.0
 # chunks.embedded of a provisional chunk (0: waiting for its vector, 1: has it): a big write's
 # keyword rows, there until its exact chunks replace them (memfs.index.deferred); never embedded.
 PROVISIONAL = 2
@@ -278,7 +276,6 @@ class Store:
         self._depth = 0  # transactions open on this connection (a batch holds one)
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
-        self._cache_counted: tuple[float, int] | None = None  # (time.monotonic(), entries)
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
         if migrate:
@@ -1273,6 +1270,9 @@ class Store:
             # will add (memfs.index.backlog.still_to_chunk): provisional_lines' query.
             owed = self.conn.execute(_PROVISIONAL_LINES.format(scope="".join(f" AND {c}" for c in clauses)),
                                      hidden).fetchall()
+            # Every cached vector is read to count them (~50 ms at 200k entries); kept exact: a
+            # daemon's status and a command's own must print the same bytes.
+            cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {
             "files": int(files[0]),
             "skipped": int(files[1]),
@@ -1282,19 +1282,8 @@ class Store:
             "provisional_chunks": int(chunks[2]),
             "provisional_lines": sum(int(r[2]) for r in owed),
             "provisional_jsonl_lines": sum(int(r[2]) for r in owed if r[1]),
-            "cached_embeddings": self._cached_count(),
+            "cached_embeddings": int(cached),
         }
-
-    def _cached_count(self) -> int:
-        """Entries of the embedding cache, counted at most once a CACHE_COUNT_S: counting reads the
-        whole cache (every vector: 260 MB after a 20 MB import), the status is read by the second."""
-        now = time.monotonic()
-        if self._cache_counted is None or now - self._cache_counted[0] > CACHE_COUNT_S:
-            with self.lock:
-                count = int(self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0])
-            self._cache_counted = (now, count)
-        return self._cache_counted[1]
-
 
     def size_bytes(self) -> int:
         total = 0

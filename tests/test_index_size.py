@@ -227,3 +227,51 @@ def test_counting_chunks_reads_no_chunk_rows(workspace: Path, make_memory, locom
     finally:
         store.conn.exec_trace = None
     assert store.chunk_total() > store.chunk_total(False) > 0  # MEMORY.md's chunk is private
+
+
+def test_the_embedding_cache_keeps_each_vector_in_its_page(workspace: Path, make_memory, locomo_day) -> None:
+    """At SQLite's default 4 KB pages a cached vector (1.6 KB, a WITHOUT ROWID row) kept 1 KB in
+    its page and the rest on an overflow page of its own: 4.8 KB an entry. A new cache's pages
+    hold it whole; dbstat counts the overflow pages."""
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    if memory.store.backend != "sqlite":
+        pytest.skip("SQLite's pages")
+    memory.index()
+    conn = memory.store.conn
+    assert conn.execute("PRAGMA cache.page_size").fetchone()[0] >= 16_384
+    entries = conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
+    assert entries > 20
+    overflow = conn.execute("SELECT count(*) FROM dbstat('cache') WHERE name = 'embedding_cache' "
+                            "AND pagetype = 'overflow'").fetchone()[0]
+    used = conn.execute("SELECT sum(pgsize) FROM dbstat('cache') WHERE name = 'embedding_cache'").fetchone()[0]
+    assert overflow == 0 and used / entries < 3_000, (overflow, used / entries)
+
+
+def test_cache_entries_are_read_by_their_whole_key(workspace: Path, make_memory, locomo_day) -> None:
+    """Moving an index carries its cache entries by provider, model names and hashes: by provider
+    and hash alone each call of 500 hashes read every entry the provider had."""
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    if memory.store.backend != "sqlite":
+        pytest.skip("SQLite's query plan")
+    memory.index()
+    conn = memory.store.conn
+    provider, model, digest = conn.execute("SELECT provider, model, hash FROM cache.embedding_cache LIMIT 1").fetchone()
+    found = memory.store.cache_entries(provider, [model, "another-model"], [digest, "0" * 64])
+    assert [(e.model, e.hash) for e in found] == [(model, digest)]
+    assert memory.store.cache_entries(provider, ["another-model"], [digest]) == []
+    asked: list[tuple[str, tuple]] = []
+
+    def tracer(_cursor, sql: str, bindings) -> bool:
+        asked.append((sql, tuple(bindings or ())))
+        return True
+
+    conn.set_exec_trace(tracer)
+    try:
+        memory.store.cache_entries(provider, [model], [digest])
+    finally:
+        conn.set_exec_trace(None)
+    [(sql, bindings)] = [a for a in asked if "embedding_cache" in a[0]]
+    plan = " ".join(str(r[-1]) for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}", bindings))
+    assert "SEARCH" in plan and "hash=?" in plan, plan

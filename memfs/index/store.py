@@ -50,6 +50,7 @@ _JSONL_KINDS = ", ".join(f"'{kind.value}'" for kind in FileKind if kind.is_jsonl
 SCHEMA_VERSION = "7"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
 # 5: a unit's reading (twins of facts); 6: a JSONL chunk's chat (id and title); 7: a unit's text as a
 # span of its chunk's, its hash as bytes (memfs.index.unitrows), which an index of 6 gets when opened
+CACHE_PAGE = 16_384  # bytes a page of a new embedding cache (see Store.__init__)
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan (at 1k
 # chunks sqlite-vec's KNN and exact similarities took ~5 ms a search, the matrix 0.1 ms; loading
 # it reads 1.5 MB).  Below, a one-shot process would read every vector for a search or two.
@@ -281,6 +282,11 @@ class Store:
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
+        # A new cache's pages hold its vectors whole: at 4 KB a 1.6 KB entry of the WITHOUT ROWID
+        # table kept 1 KB in its page and the rest on an overflow page of its own (4.8 KB an
+        # entry, 2.5 GB after a 30 MB import); 2.3 KB at 16 KB. A cache made before keeps its
+        # pages (no effect once the file has one).
+        self.conn.execute(f"PRAGMA cache.page_size={CACHE_PAGE}")
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
         if migrate:
             self._migrate()
@@ -712,19 +718,21 @@ class Store:
                      record.resume_offset))
             self._matrix = None  # reloaded with the new vectors when next needed
 
-    def cache_entries(self, provider: str, hashes: Iterable[str]) -> list[CachedVector]:
-        """The embedding cache's vectors of these text hashes made by ``provider`` (any model name
-        it files them under)."""
+    def cache_entries(self, provider: str, models: Iterable[str], hashes: Iterable[str]) -> list[CachedVector]:
+        """The embedding cache's vectors of these text hashes made by ``provider`` under any of
+        these model names (the whole key: by provider and hash alone, each call read every entry
+        of the provider, ~1 GB at 200k)."""
         from memfs.index.rows import CachedVector
 
-        wanted = list(dict.fromkeys(hashes))
+        names, wanted = sorted(set(models)), list(dict.fromkeys(hashes))
         found: list[CachedVector] = []
         with self.lock:
             for begin in range(0, len(wanted), 500):
                 part = wanted[begin : begin + 500]
                 found += [CachedVector(str(r[0]), str(r[1]), str(r[2]), bytes(r[3])) for r in self.conn.execute(
-                    "SELECT provider, model, hash, vector FROM cache.embedding_cache WHERE provider = ? AND hash IN "
-                    f"({','.join('?' * len(part))})", (provider, *part))]
+                    f"SELECT provider, model, hash, vector FROM cache.embedding_cache WHERE provider = ? AND model IN "
+                    f"({','.join('?' * len(names))}) AND hash IN ({','.join('?' * len(part))})",
+                    (provider, *names, *part))]
         return found
 
     def put_cache_entries(self, entries: Sequence[CachedVector]) -> None:

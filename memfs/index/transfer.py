@@ -131,8 +131,7 @@ def _carry_cache(source: IndexStore, target: IndexStore, provider: str, names: s
     carried = 0
     for begin in range(0, len(wanted), CACHE_BATCH):
         entries = [CachedVector(e.provider, e.model, e.hash, e.vector, e.private or e.hash in private)
-                   for e in source.cache_entries(provider, wanted[begin : begin + CACHE_BATCH])
-                   if e.model in names]
+                   for e in source.cache_entries(provider, names, wanted[begin : begin + CACHE_BATCH])]
         if entries:
             target.put_cache_entries(entries)
         carried += len(entries)

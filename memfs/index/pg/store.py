@@ -815,18 +815,19 @@ class PgStore:
                      for rows in files for r in [rows.record]])
             terms.add(conn, self.tenant, postings)
 
-    def cache_entries(self, provider: str, hashes: Iterable[str]) -> list[CachedVector]:
-        """The cached vectors of these text hashes made by ``provider`` (any model name): the
-        fleet's, and the tenant's own (private) ones."""
-        wanted = list(dict.fromkeys(hashes))
-        if not wanted:
+    def cache_entries(self, provider: str, models: Iterable[str], hashes: Iterable[str]) -> list[CachedVector]:
+        """The cached vectors of these text hashes made by ``provider`` under any of these model
+        names (the whole key, so the primary keys find them): the fleet's, and the tenant's own
+        (private) ones."""
+        names, wanted = sorted(set(models)), list(dict.fromkeys(hashes))
+        if not wanted or not names:
             return []
         with self.lock:
             rows = self.conn.execute(
                 "SELECT provider, model, hash, vector, false FROM memfs.embedding_cache WHERE provider = %s "
-                "AND hash = ANY (%s) UNION ALL SELECT provider, model, hash, vector, true FROM memfs.tenant_embeddings "
-                "WHERE tenant_id = %s AND provider = %s AND hash = ANY (%s)",
-                (provider, wanted, self.tenant, provider, wanted)).fetchall()
+                "AND model = ANY (%s) AND hash = ANY (%s) UNION ALL SELECT provider, model, hash, vector, true "
+                "FROM memfs.tenant_embeddings WHERE tenant_id = %s AND provider = %s AND model = ANY (%s) "
+                "AND hash = ANY (%s)", (provider, names, wanted, self.tenant, provider, names, wanted)).fetchall()
         return [CachedVector(str(r[0]), str(r[1]), str(r[2]), _float32(r[3]), bool(r[4])) for r in rows]
 
     def put_cache_entries(self, entries: Sequence[CachedVector]) -> None:

@@ -107,15 +107,17 @@ def many_files(counts: list[int], runs: int) -> int:
             store.conn.execute("UPDATE chunks SET embedded = 1 WHERE path != ?", (oldest,))
             since = time.time() - 2 * 86400
             old, new = [], []
-            for _ in range(runs):
-                began = time.perf_counter()
-                before = probed_one_by_one(store, since, TAKE)
-                old.append(time.perf_counter() - began)
-                began = time.perf_counter()
-                now = store.pending_chunks(TAKE, written_since=since)
-                new.append(time.perf_counter() - began)
-            assert [r[0] for r in before] == [c.id for c in now] and now, "the two chose differently"
-            memory.close()
+            try:
+                for _ in range(runs):
+                    began = time.perf_counter()
+                    before = probed_one_by_one(store, since, TAKE)
+                    old.append(time.perf_counter() - began)
+                    began = time.perf_counter()
+                    now = store.pending_chunks(TAKE, written_since=since)
+                    new.append(time.perf_counter() - began)
+                assert [r[0] for r in before] == [c.id for c in now] and now, "the two chose differently"
+            finally:
+                memory.close()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         a, b = statistics.median(old) * 1000, statistics.median(new) * 1000

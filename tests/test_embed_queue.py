@@ -186,23 +186,3 @@ def test_background_calls_are_sized_to_a_quarter_second_at_the_last_calls_rate()
     remote.measured(10, 1.0)
     assert remote.passages == 512
 
-
-def test_status_counts_the_embedding_cache_through_its_own_index(workspace: Path, make_memory) -> None:
-    """Counting the embedding cache read every cached vector (~50 ms at 200k entries): a mount
-    whose status was read twice a second during an import lost an eighth of a core and held the
-    store's lock the embedder waited on. A cache made before gets the index at its next opening;
-    the count stays exact."""
-    memory = make_memory(workspace)
-    if memory.store.backend != "sqlite":
-        pytest.skip("SQLite's query plan")
-    write(workspace / "memory" / "2023-01-10.md", "# 2023-01-10\n\n- The ferry timetable.\n")
-    memory.file_changed("memory/2023-01-10.md")
-    memory.embed_pending()
-    memory.store.conn.execute("DROP INDEX cache.embedding_cache_made")  # as a cache made before it had none
-    memory.close()
-    memory = make_memory(workspace)
-    conn = memory.store.conn
-    plan = " ".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN SELECT count(*) FROM cache.embedding_cache"))
-    assert "COVERING INDEX embedding_cache_made" in plan, plan
-    rows = conn.execute("SELECT count(*) FROM cache.embedding_cache NOT INDEXED").fetchone()[0]
-    assert rows > 0 and memory.store.counts()["cached_embeddings"] == rows

@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import logging
 import os
 import threading
 import time
@@ -43,6 +44,8 @@ from memfs.workspace import FileKind
 
 if TYPE_CHECKING:
     from memfs.index.rows import CachedVector, FileRows
+
+log = logging.getLogger(__name__)
 
 _KINDS = {kind.value for kind in FileKind}
 _JSONL_KINDS = ", ".join(f"'{kind.value}'" for kind in FileKind if kind.is_jsonl)  # for SQL
@@ -173,10 +176,13 @@ _LATE_INDEXES = {
     "chunks_waiting": "CREATE INDEX IF NOT EXISTS chunks_waiting ON chunks(path, id) WHERE embedded = 0",
     "files_problems": "CREATE INDEX IF NOT EXISTS files_problems ON files(path) WHERE error != '' OR warning != ''",
     "files_provisional": f"CREATE INDEX IF NOT EXISTS files_provisional ON files(indexed_at) WHERE {_PROVISIONAL}",
-    # What status counts the embedding cache by: the table holds each vector in its own rows
-    # (WITHOUT ROWID), and a count read every one (~50 ms at 200k entries, twice a second
-    # under a progress display while the model waited on the store's lock); ~3 ms through this.
-    "embedding_cache_made": "CREATE INDEX IF NOT EXISTS cache.embedding_cache_made ON embedding_cache(created_at)",
+}
+# What status counts the embedding cache by: the table's own b-tree holds the vectors (WITHOUT
+# ROWID), and a count read every one (~50 ms at 200k entries, twice a second under a progress
+# display while the model waited on the store's lock); ~3 ms through this. On ``dims``, which a
+# row holds before its vector: building it on a cache made before reads no overflow page.
+_CACHE_INDEXES = {
+    "embedding_cache_counted": "CREATE INDEX IF NOT EXISTS cache.embedding_cache_counted ON embedding_cache(dims)",
 }
 
 
@@ -285,8 +291,10 @@ class Store:
         # A new cache's pages hold its vectors whole: at 4 KB a 1.6 KB entry of the WITHOUT ROWID
         # table kept 1 KB in its page and the rest on an overflow page of its own (4.8 KB an
         # entry, 2.5 GB after a 30 MB import); 2.3 KB at 16 KB. A cache made before keeps its
-        # pages (no effect once the file has one).
-        self.conn.execute(f"PRAGMA cache.page_size={CACHE_PAGE}")
+        # pages (WAL mode cannot change them). Only for an empty file: the pragma stays with
+        # the connection, and a VACUUM of the index would take it too.
+        if self.conn.execute("PRAGMA cache.page_count").fetchone()[0] == 0:
+            self.conn.execute(f"PRAGMA cache.page_size={CACHE_PAGE}")
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
         if migrate:
             self._migrate()
@@ -429,8 +437,9 @@ class Store:
         the few files with an error or a warning, which every search reads (at 100k chunks a
         scan of every file cost ~3 ms a search); ``files_provisional`` the files still being
         chunked, which every search asks for too; ``chunks_waiting`` a file's waiting chunks for
-        the embedding queue's "written lately" part; ``embedding_cache_made`` (in the cache)
-        what status counts the cache by."""
+        the embedding queue's "written lately" part; and the cache's ``_CACHE_INDEXES``, which a
+        cache shared with a busy writer, or read-only, goes without (status then counts it
+        slowly) rather than keep the index from opening."""
         with self.lock:
             have = {str(r[0]) for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' UNION "
                                                           "SELECT name FROM cache.sqlite_master WHERE type = 'index'")}
@@ -439,6 +448,14 @@ class Store:
             with self._writing():
                 for sql in missing:
                     self.conn.execute(sql)
+        for name, sql in _CACHE_INDEXES.items():
+            if name not in have:
+                try:
+                    with self._writing():
+                        self.conn.execute(sql)
+                except (apsw.BusyError, apsw.ReadOnlyError, apsw.CantOpenError) as exc:
+                    log.info("embedding cache %s: index %s not made (%s); status counts it by reading it",
+                             self.cache_path, name, exc)
 
     def get_meta(self, key: str) -> str | None:
         with self.lock:
@@ -726,6 +743,8 @@ class Store:
 
         names, wanted = sorted(set(models)), list(dict.fromkeys(hashes))
         found: list[CachedVector] = []
+        if not names:
+            return found
         with self.lock:
             for begin in range(0, len(wanted), 500):
                 part = wanted[begin : begin + 500]
@@ -817,8 +836,8 @@ class Store:
             with self.lock:
                 files = self.conn.execute(
                     "SELECT path FROM files WHERE mtime >= ? AND EXISTS (SELECT 1 FROM chunks INDEXED BY "
-                    "chunks_waiting WHERE chunks.path = files.path AND embedded = 0) ORDER BY mtime DESC, path",
-                    (written_since,)).fetchall()
+                    "chunks_waiting WHERE chunks.path = files.path AND embedded = 0) ORDER BY mtime DESC, path "
+                    "LIMIT ?", (written_since, limit)).fetchall()  # each has one at least
                 for (path,) in files:
                     found += self.conn.execute(f"SELECT {columns} FROM chunks INDEXED BY chunks_waiting WHERE path = ? "
                                                "AND embedded = 0 ORDER BY id DESC LIMIT ?",
@@ -1288,7 +1307,7 @@ class Store:
             # will add (memfs.index.backlog.still_to_chunk): provisional_lines' query.
             owed = self.conn.execute(_PROVISIONAL_LINES.format(scope="".join(f" AND {c}" for c in clauses)),
                                      hidden).fetchall()
-            # Through embedding_cache_made (_LATE_INDEXES); kept exact: a daemon's status and a
+            # Through embedding_cache_counted (_CACHE_INDEXES) once it is made; kept exact: a daemon's status and a
             # command's own must print the same bytes.
             cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {

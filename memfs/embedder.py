@@ -79,7 +79,7 @@ class BackgroundEmbedder:
 
     async def _embed_all(self) -> None:
         self.size.reset()
-        while self.memory.pending:
+        while self.memory.has_pending:
             try:
                 # Abandoned on cancel: the thread finishes its batch (Memory.close waits for
                 # it) while the process goes on unmounting.

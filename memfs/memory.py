@@ -614,6 +614,17 @@ class Memory:
             self.outage.down(exc)
             return 0
 
+    @property
+    def has_pending(self) -> bool:
+        """Whether anything waits for its vector (:attr:`pending` without counting it)."""
+        if self.outage.reason:
+            return False
+        try:
+            return self.store.has_pending()
+        except IndexOffline as exc:
+            self.outage.down(exc)
+            return False
+
     def pending_told(self, mode: str | None = None) -> int:
         """:attr:`pending` as ``mode``'s reader may be told it: a shared mode counts public
         passages only (a count of private ones says how much private text was written)."""

@@ -227,7 +227,7 @@ class VirtualTree:
             generation = store.generation
             # Search results depend on the index only: cache them per generation (unless chunks are
             # still waiting for vectors).  Bundles read any file and status changes by the second.
-            cacheable = search and not self.memory.pending
+            cacheable = search and not self.memory.has_pending
             # One `cat` looks the file up, opens it and fstats it: each would render it again while
             # vectors keep arriving.  A rendering made a moment ago serves them all, as long as no
             # text changed since (only vectors): the size stat reports is the size the open reads.

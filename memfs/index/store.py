@@ -880,6 +880,17 @@ class Store:
             units = self.conn.execute("SELECT count(*) FROM units WHERE vector IS NULL").fetchone()[0]
         return int(chunks) + int(units)
 
+    def has_pending(self) -> bool:
+        """Whether any chunk or unit waits for its vector: what a loop over the backlog asks at
+        each call, answered from the first entry of a partial index (a count reads them all:
+        ~10 ms at 300k waiting, in the event loop)."""
+        if not self.has_vectors:
+            return False
+        with self.lock:
+            row = self.conn.execute("SELECT EXISTS (SELECT 1 FROM chunks WHERE embedded = 0) "
+                                    "OR EXISTS (SELECT 1 FROM units WHERE vector IS NULL)").fetchone()
+        return bool(row[0])
+
     def pending_units(self, limit: int, paths: Sequence[str] = (), since: str | None = None,
                       written_since: float | None = None) -> list[StoredUnit]:
         """Units waiting for a vector while their chunk has one (a chunk still waiting is embedded

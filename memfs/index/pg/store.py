@@ -927,6 +927,15 @@ class PgStore:
                                     (self.tenant, self.tenant)).fetchone()
         return int(row[0])
 
+    def has_pending(self) -> bool:
+        if not self.has_vectors:
+            return False
+        with self.lock:
+            row = self.conn.execute("SELECT EXISTS (SELECT 1 FROM memfs.chunks WHERE tenant_id = %s AND NOT embedded) "
+                                    "OR EXISTS (SELECT 1 FROM memfs.units WHERE tenant_id = %s AND packed IS NULL)",
+                                    (self.tenant, self.tenant)).fetchone()
+        return bool(row[0])
+
     def any_private(self, chunk_ids: Sequence[int]) -> bool:
         if not chunk_ids:
             return False

@@ -249,8 +249,9 @@ def _vec0_path() -> str:
 # page cache, counted in the process's RSS as file pages (RssFile) while it touches them, and given
 # back under memory pressure like any cached file.  The cost: a disk error while reading a mapped
 # page ends the process (SIGBUS) where a read would have failed with EIO; the index is a local file
-# (WAL mode already needs one).  The embedding cache (attached as ``cache``) is read a row at a time
-# and is not mapped.
+# (WAL mode already needs one).  The embedding cache (attached as ``cache``) is mapped too: status
+# counts its entries, which through SQLite's page cache re-read each page of its index (31-44 ms
+# at 326k entries, twice a second under a progress display), 5.5-9 ms mapped.
 MMAP_BYTES = 1 << 40
 
 
@@ -296,6 +297,7 @@ class Store:
         if self.conn.execute("PRAGMA cache.page_count").fetchone()[0] == 0:
             self.conn.execute(f"PRAGMA cache.page_size={CACHE_PAGE}")
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
+        self.conn.execute(f"PRAGMA cache.mmap_size={MMAP_BYTES}")
         if migrate:
             self._migrate()
         # An index made by an earlier version is only read until it is rebuilt (Memory does).

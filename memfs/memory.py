@@ -606,24 +606,23 @@ class Memory:
 
     @property
     def pending(self) -> int:
-        if self.outage.reason:
-            return 0  # nothing can be embedded now (and the event loop must not wait to be told)
-        try:
-            return self.store.pending_count()
-        except IndexOffline as exc:
-            self.outage.down(exc)
-            return 0
+        return int(self._waiting(self.store.pending_count))
 
     @property
     def has_pending(self) -> bool:
         """Whether anything waits for its vector (:attr:`pending` without counting it)."""
+        return bool(self._waiting(self.store.has_pending))
+
+    def _waiting(self, ask: Callable[[], int | bool]) -> int | bool:
+        """The store's answer about the backlog; none (0) while the index is away: nothing can be
+        embedded now, and the event loop must not wait to be told."""
         if self.outage.reason:
-            return False
+            return 0
         try:
-            return self.store.has_pending()
+            return ask()
         except IndexOffline as exc:
             self.outage.down(exc)
-            return False
+            return 0
 
     def pending_told(self, mode: str | None = None) -> int:
         """:attr:`pending` as ``mode``'s reader may be told it: a shared mode counts public

@@ -179,7 +179,8 @@ _LATE_INDEXES = {
 }
 # What status counts the embedding cache by: the table's own b-tree holds the vectors (WITHOUT
 # ROWID), and a count read every one (~50 ms at 200k entries, twice a second under a progress
-# display while the model waited on the store's lock); ~3 ms through this. On ``dims``, which a
+# display while the model waited on the store's lock); 10 ms at 300k through this, mapped
+# (scripts/bench_cache.py: 79 ms before). On ``dims``, which a
 # row holds before its vector: building it on a cache made before reads no overflow page.
 _CACHE_INDEXES = {
     "embedding_cache_counted": "CREATE INDEX IF NOT EXISTS cache.embedding_cache_counted ON embedding_cache(dims)",
@@ -291,7 +292,7 @@ class Store:
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         # A new cache's pages hold its vectors whole: at 4 KB a 1.6 KB entry of the WITHOUT ROWID
         # table kept 1 KB in its page and the rest on an overflow page of its own (4.8 KB an
-        # entry, 2.5 GB after a 30 MB import); 2.3 KB at 16 KB. A cache made before keeps its
+        # entry: 1.6 GB at 326k entries, 60% into a 30+30 MB import); 2.2 KB at 16 KB. A cache made before keeps its
         # pages (WAL mode cannot change them). Only for an empty file: the pragma stays with
         # the connection, and a VACUUM of the index would take it too.
         if self.conn.execute("PRAGMA cache.page_count").fetchone()[0] == 0:
@@ -1320,8 +1321,8 @@ class Store:
             # will add (memfs.index.backlog.still_to_chunk): provisional_lines' query.
             owed = self.conn.execute(_PROVISIONAL_LINES.format(scope="".join(f" AND {c}" for c in clauses)),
                                      hidden).fetchall()
-            # Through embedding_cache_counted (_CACHE_INDEXES) once it is made; kept exact: a daemon's status and a
-            # command's own must print the same bytes.
+            # Through embedding_cache_counted (_CACHE_INDEXES) once it is made; kept exact: a
+            # daemon's status and a command's own must print the same bytes.
             cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
         return {
             "files": int(files[0]),

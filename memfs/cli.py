@@ -171,7 +171,16 @@ def _closest_options(typed: str, names: list[str]) -> list[str]:
 
 
 class _Command(click.Command):
-    """A command whose "no such option" error suggests options by their start, too."""
+    """A command whose "no such option" error suggests options by their start, too, and that
+    says in one line why a state folder of another user's is not used."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from memfs.userdirs import UnsafeStateDir
+
+        try:
+            return super().invoke(ctx)
+        except UnsafeStateDir as exc:
+            raise click.ClickException(str(exc)) from None
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         try:
@@ -685,8 +694,12 @@ def config_cmd(as_json: bool, **opts: Any) -> None:
 @click.argument("mountpoint", type=click.Path(file_okay=False, path_type=Path))
 @click.option("--foreground", "-f", is_flag=True, help="Stay in the foreground and log to stderr.")
 @click.option("--force", is_flag=True, help="Clean up a stale mount left by a crashed memfs first.")
+@click.option("--allow-other", is_flag=True,
+              help="Let other local users reach the mount's real files (their modes decide); search/, context/, "
+                   "history/ and .memfs/ still answer you alone. Off by default, for root too.")
 @global_options
-def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, **opts: Any) -> None:
+def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, allow_other: bool,
+          **opts: Any) -> None:
     """Mount WORKSPACE on MOUNTPOINT: a passthrough whose memory writes are indexed at once."""
     from memfs.config import parse_override
     from memfs.fs import mount as lifecycle
@@ -695,6 +708,8 @@ def mount(workspace_dir: Path, mountpoint: Path, foreground: bool, force: bool, 
     if given is not None and Path(given).expanduser().resolve() != workspace_dir.expanduser().resolve():
         raise click.UsageError(f"two workspaces given: --workspace {given} and WORKSPACE {workspace_dir}; "
                                "give the workspace once, as WORKSPACE")
+    if allow_other:
+        opts = {**opts, "overrides": (*opts.get("overrides", ()), "mount.allow_other=true")}
     opts = _options({**opts, "workspace": workspace_dir})
     cfg = _config(opts)
     target = Path(os.path.abspath(mountpoint.expanduser()))

@@ -281,6 +281,11 @@ class MountConfig(_Section):
     # a folder name (".memfs") puts them all in it, so a workspace with real search/ or context/
     # folders can be mounted whole.
     virtual_prefix: str = ""
+    # Let other users reach the mount (FUSE's allow_other; `memfs mount --allow-other`).  Off by
+    # default, for root too: on, real files keep their modes (the kernel checks them) while the
+    # virtual files, history/ and .memfs/ answer the mounting user alone.  Never from a workspace's
+    # .memfs.toml (see WORKSPACE_SETTABLE).
+    allow_other: bool = False
 
     @field_validator("virtual_prefix")
     @classmethod

@@ -162,7 +162,7 @@ def world_dir():
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user")
 def test_create_gives_callers_uid_gid_and_mode(world_dir: Path, workspace: Path, mount_factory) -> None:
-    m = mount_factory(workspace, mnt=world_dir / "mnt")
+    m = mount_factory(workspace, "main", "--allow-other", mnt=world_dir / "mnt")  # other users reach it
     os.chmod(workspace, 0o777)
     f, d = m.mnt / "by-nobody.txt", m.mnt / "dir-by-nobody"
     out = subprocess.run([sys.executable, "-c", SET_USER, str(f), str(d)], capture_output=True, text=True)

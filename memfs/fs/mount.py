@@ -47,7 +47,7 @@ from memfs.mounttable import (  # noqa: F401
 from memfs.serve.listing import embedded_by, serving
 from memfs.serve.server import SocketServer
 from memfs.state import make_private_dir
-from memfs.userdirs import trusted_state_dir
+from memfs.userdirs import private_opener, trusted_state_dir, write_private
 from memfs.watch import watch_workspace
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,7 @@ def preflight(cfg: Config, mountpoint: Path, force: bool) -> None:
     if any(mountpoint.iterdir()):
         raise MountError(f"mountpoint {mountpoint} is not empty")
     check_fuse()
+    check_allow_other(cfg)
 
 
 def shadowed_warnings(cfg: Config) -> list[str]:
@@ -133,12 +134,32 @@ def shadowed_warnings(cfg: Config) -> list[str]:
     return warnings
 
 
-def mount_options() -> set[str]:
+FUSE_CONF = Path("/etc/fuse.conf")
+
+
+def mount_options(allow_other: bool = False) -> set[str]:
+    """FUSE's options for a mount.  ``allow_other`` lets other users in (the kernel then checks
+    real files' modes, default_permissions; the virtual files answer the mounting user alone):
+    never implied, not even for root, whose mounts every local user could otherwise read."""
     options = set(pyfuse3.default_options)
     options |= {f"fsname={FSNAME}", f"subtype={FSNAME}"}
-    if os.geteuid() == 0:
-        options.add("allow_other")  # every user sees the mount; permissions are the kernel's
+    if allow_other:
+        options.add("allow_other")
     return options
+
+
+def check_allow_other(cfg: Config) -> None:
+    """A user other than root may ask for allow_other only where /etc/fuse.conf allows it
+    (fusermount3 refuses otherwise, with a message that does not say how to fix it)."""
+    if not cfg.mount.allow_other or os.geteuid() == 0:
+        return
+    try:
+        lines = FUSE_CONF.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    if not any(line.split("#", 1)[0].strip() == "user_allow_other" for line in lines):
+        raise MountError(f"--allow-other needs 'user_allow_other' in {FUSE_CONF} when the mount is not made by "
+                         "root (a line an administrator adds); or mount without it: only you reach the mount")
 
 
 class Daemon:
@@ -298,7 +319,7 @@ class Daemon:
         log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
         self.socket.open()
         try:
-            pyfuse3.init(self.ops, str(self.mountpoint), mount_options())
+            pyfuse3.init(self.ops, str(self.mountpoint), mount_options(self.cfg.mount.allow_other))
             if self.cfg.mount.quick_wait:
                 # The spin is a short busy poll: off with it.
                 self.quick = fuseloop.install(fuseloop.SPIN_S if self.cfg.mount.busy_poll_us else 0.0)
@@ -309,9 +330,9 @@ class Daemon:
         make_private_dir(record.parent)
         info = MountInfo(os.getpid(), str(self.mountpoint), str(self.cfg.workspace), self.cfg.agent, time.time(),
                          self.cfg.mode, str(self.launch.get("config_file") or ""), self._recorded_settings())
-        record.write_text(json.dumps(info.__dict__))
-        log.info("mounted %s on %s (agent %s, %s mode)", self.cfg.workspace, self.mountpoint, self.cfg.agent,
-                 self.cfg.mode)
+        write_private(record, json.dumps(info.__dict__))
+        log.info("mounted %s on %s (agent %s, %s mode%s)", self.cfg.workspace, self.mountpoint, self.cfg.agent,
+                 self.cfg.mode, ", other users reach its real files" if self.cfg.mount.allow_other else "")
         clean = False
         try:
             trio.run(self._serve)
@@ -328,8 +349,8 @@ class Daemon:
                 by = embedded_by(self.cfg.state_dir, self.cfg.workspace, self.cfg.agent,
                                  "the next mount or `memfs index` embeds them")
                 log.info("left %d passages waiting for an embedding: %s", left, by)
-                leftover_file(self.cfg.state_dir, self.mountpoint).write_text(
-                    f"{left} passages wait for an embedding: {by}")
+                write_private(leftover_file(self.cfg.state_dir, self.mountpoint),
+                              f"{left} passages wait for an embedding: {by}")
             record.unlink(missing_ok=True)
             log.info("unmounted %s%s", self.mountpoint, "" if clean else " after an error")
 
@@ -338,7 +359,7 @@ def start_background(cfg: Config, mountpoint: Path, argv: list[str], timeout: fl
     """Start the daemon as a separate process and return once the mount answers (its pid)."""
     logf = log_file(cfg.state_dir, mountpoint)
     make_private_dir(logf.parent)
-    with open(logf, "ab") as out:
+    with open(logf, "ab", opener=private_opener) as out:
         start = out.tell()  # the log is appended to: an earlier mount's failure is not this one's
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                  start_new_session=True, close_fds=True)

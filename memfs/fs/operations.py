@@ -2,7 +2,12 @@
 everything else.  Virtual nodes are read-only: every change to them fails with EROFS.
 
 On a shared-mode mount the private paths do not exist: ENOENT on lookup, absent from listings,
-EACCES on anything that would create them or move something onto or out of them."""
+EACCES on anything that would create them or move something onto or out of them.
+
+Everything virtual is derived from the index and the version store, which hold MEMORY.md's text
+whatever its file's mode: it belongs to the user who mounted (0500 folders, 0400 files) and
+answers nobody else (EACCES, checked here as well as by the kernel), so with ``allow_other`` no
+other user reads through it what the real files' modes keep from them."""
 
 from __future__ import annotations
 
@@ -45,8 +50,9 @@ class MemfsOperations(Passthrough):
                               virtual.memory.cfg.privacy.shared_writable)
         self.hidden = self.view.hidden  # type: ignore[method-assign]
         self.vhandles: dict[int, bytes] = {}
-        st = os.stat(self.root)
-        self.owner = (st.st_uid, st.st_gid)
+        # The mounting user, not the workspace's owner: a root mount of someone's workspace must
+        # not hand that someone (or anyone) what root's index derived from files they cannot read.
+        self.owner = (os.geteuid(), os.getegid())
         self.started_ns = time.time_ns()
 
     # -- helpers --------------------------------------------------------------------------------
@@ -56,7 +62,7 @@ class MemfsOperations(Passthrough):
         entry.st_ino = node.inode
         entry.entry_timeout = 0  # results change with the index: always ask again
         entry.attr_timeout = 0
-        entry.st_mode = (stat.S_IFDIR | 0o555) if node.is_dir else (stat.S_IFREG | 0o444)
+        entry.st_mode = (stat.S_IFDIR | 0o500) if node.is_dir else (stat.S_IFREG | 0o400)
         entry.st_nlink = 2 if node.is_dir else 1
         entry.st_uid, entry.st_gid = self.owner
         entry.st_size = 0 if node.is_dir else len(node.content)
@@ -68,6 +74,15 @@ class MemfsOperations(Passthrough):
             entry.st_blocks = (node.size + 511) // 512
             entry.entry_timeout = entry.attr_timeout = 60  # a version never changes
         return entry
+
+    def _for_owner(self, ctx: pyfuse3.RequestContext | None, what: int | str) -> None:
+        """Only the mounting user (and root, who reads the state directory anyway) reaches the
+        virtual tree: the kernel's check of the modes above is not the only one."""
+        if ctx is None or ctx.uid in (self.owner[0], 0):
+            return
+        log.warning("refused: uid %d asked for virtual %s, which answers only uid %d", ctx.uid, what,
+                    self.owner[0])
+        raise FUSEError(errno.EACCES)
 
     def _virtual_child(self, parent: int, name: bytes) -> bool:
         return self.virtual.owns(parent) or (parent == ROOT and os.fsdecode(name) in self.virtual.top_names)
@@ -114,6 +129,7 @@ class MemfsOperations(Passthrough):
     async def lookup(self, parent_inode: int, name: bytes, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         if not self._virtual_child(parent_inode, name):
             return await super().lookup(parent_inode, name, ctx)
+        self._for_owner(ctx, os.fsdecode(name))
         if name == b"..":
             node = self._node(parent_inode)
             return self.vattrs(self._node(node.parent)) if node.parent != ROOT else await super().getattr(ROOT, ctx)
@@ -127,6 +143,7 @@ class MemfsOperations(Passthrough):
     async def getattr(self, inode: int, ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
         if not self.virtual.owns(inode):
             return await super().getattr(inode, ctx)
+        self._for_owner(ctx, inode)
         node = self._node(inode)
         await self._rendered(node)
         return self.vattrs(node)
@@ -137,6 +154,7 @@ class MemfsOperations(Passthrough):
             # NetApp .snapshot): grep -r, git add -A, tar, rsync and backups of the mount would
             # otherwise walk rendered copies of the memory, which change on every read.
             return await super().opendir(inode, ctx)
+        self._for_owner(ctx, inode)
         node = self._node(inode)
         above = self.vattrs(self._node(node.parent)) if node.parent != ROOT else await super().getattr(ROOT, ctx)
         extra = [(".", self.vattrs(node)), ("..", above)]
@@ -167,6 +185,7 @@ class MemfsOperations(Passthrough):
                 self.handles[info.fh].who = self.writes.who(ctx.uid, ctx.pid)
                 return await self._checked_open(info, inode, writing)
             return await self._checked_open(await super().open(inode, flags, ctx), inode, writing)
+        self._for_owner(ctx, inode)
         if flags & os.O_ACCMODE != os.O_RDONLY or flags & os.O_TRUNC:
             raise FUSEError(errno.EROFS)
         node = self._node(inode)

@@ -381,6 +381,23 @@ def without_password(dsn: str) -> str:
 
 
 WORKSPACE_MARKERS = ("MEMORY.md", "memory.md", "AGENTS.md", "memory", "clawgpt-memory")
+# What a config file inside the workspace (its .memfs.toml) may set: preferences any writer of the
+# workspace may safely choose, about how memory is read, cut, searched and bundled.  Whatever
+# reaches the network, a credential, code or a model file, the database, the user's own folders
+# or other users (provider, base_url, api_key_env, model_path, state_dir, index.backend and dsn,
+# mount.allow_other, history's retention...) comes only from the user's config file, the
+# environment or flags: a workspace may hold what an agent wrote.  A key ending in "." is a section.
+WORKSPACE_SETTABLE = (
+    "search.", "bundle.", "privacy.", "chunking.", "sync.timezone", "daemon.",
+    "index.extra_paths", "index.max_file_mb", "index.defer_mb",
+    "embedding.late_chunking", "embedding.read_once",
+    "mount.virtual_prefix", "mount.entry_timeout_s", "mount.attr_timeout_s",
+)
+
+
+def workspace_may_set(key: str) -> bool:
+    return any(key == allowed or (allowed.endswith(".") and key.startswith(allowed))
+               for allowed in WORKSPACE_SETTABLE)
 # Environment variables that are not settings but are ours all the same.
 OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR", "MEMFS_NO_DAEMON", "MEMFS_PG_DSN"})
 # Settings renamed since they were introduced: the old key keeps working.
@@ -484,12 +501,40 @@ def _explain(exc: ValidationError, layers: _Layers) -> ConfigError:
     return ConfigError("; ".join(messages))
 
 
+def _looks_like_workspace(directory: Path) -> bool:
+    return any((directory / marker).exists() for marker in WORKSPACE_MARKERS)
+
+
+def _writable_folders(workspace: Path) -> tuple[str, ...]:
+    """The folders of ``workspace`` a shared-mode mount may change: the defaults, and those its
+    own .memfs.toml adds (read as data: only to know where a shared writer could have been)."""
+    folders = list(PrivacyConfig().shared_writable)
+    try:
+        table = tomllib.loads((workspace / CONFIG_FILE).read_text(encoding="utf-8"))
+        extra = table.get("privacy", {}).get("shared_writable", [])
+        folders += [str(f).strip("/") for f in extra if isinstance(f, str)] if isinstance(extra, list) else []
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError):
+        pass
+    return tuple(f for f in folders if f)
+
+
 def find_workspace(start: Path) -> Path | None:
-    """The nearest directory at or above ``start`` that looks like a memory workspace."""
+    """The workspace around ``start``: the nearest directory at or above it that looks like one
+    (it holds MEMORY.md, AGENTS.md, memory/ ...), unless that directory lies inside a folder
+    that a shared-mode writer of an outer workspace may change (memory/, clawgpt-memory/): such a
+    writer can plant markers and a .memfs.toml there, and a command run in that folder must still
+    take the outer workspace, its real root."""
+    found = None
     for directory in (start, *start.parents):
-        if any((directory / marker).exists() for marker in WORKSPACE_MARKERS):
-            return directory
-    return None
+        if not _looks_like_workspace(directory):
+            continue
+        if found is None:
+            found = directory
+            continue
+        inner = found.relative_to(directory).parts
+        if inner and inner[0] in {f.split("/")[0] for f in _writable_folders(directory)}:
+            found = directory  # the nearer one was made inside this one's writable folders
+    return found
 
 
 def load_config(
@@ -537,16 +582,22 @@ def load_config(
             table = tomllib.loads(path.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"config file {path}: {exc}") from exc
+        in_workspace = _inside(path, ws)
         for key, value in _flatten(table):
+            if in_workspace and key == "index.dsn" and isinstance(value, str) and without_password(value) != value:
+                # Every agent reads the workspace (a shared mount shows this file, grep -r finds
+                # it): a login's password there hands any of them that login, private rows and all.
+                raise ConfigError(f"{path} holds a PostgreSQL password (index.dsn): every agent that reads the "
+                                  "workspace could use that login; put the DSN in MEMFS_PG_DSN or in "
+                                  "~/.config/memfs/config.toml (--config), and give the login a new password "
+                                  "(`memfs pg grant` again)")
+            named = RENAMED.get(key.strip(), key.strip())
+            if in_workspace and named in LEAVES and not workspace_may_set(named):
+                log.warning("ignoring %s in %s: a workspace's file may not set it (it reaches the network, a "
+                            "credential, code, the database or your own folders); set it in %s, the environment "
+                            "or a flag", key, path, config_file_candidates(None)[0])
+                continue
             layers.set(key, value, f"file {path}")
-        secret = layers.values.get("index.dsn") if layers.sources.get("index.dsn") == f"file {path}" else None
-        if isinstance(secret, str) and without_password(secret) != secret and _inside(path, ws):
-            # Every agent reads the workspace (a shared mount shows this file, grep -r finds it):
-            # a login's password there hands any of them that login, private rows and all.
-            raise ConfigError(f"{path} holds a PostgreSQL password (index.dsn): every agent that reads the "
-                              "workspace could use that login; put the DSN in MEMFS_PG_DSN or in "
-                              "~/.config/memfs/config.toml (--config), and give the login a new password "
-                              "(`memfs pg grant` again)")
 
     known = _env_key_map()
     for name, key in sorted(known.items()):

@@ -27,6 +27,7 @@ from memfs.index.interface import IndexStore
 from memfs.index.store import Store
 from memfs.index.transfer import Progress, TransferError, Transferred, check_settings, transfer
 from memfs.state import StatePaths, locate
+from memfs.userdirs import private_opener
 
 BACKENDS = ("sqlite", "postgres")
 
@@ -67,9 +68,9 @@ def _alone(cfg: Config, paths: StatePaths) -> Iterator[None]:
     """Both backends' locks of the pair, exclusively (see the module's docstring)."""
     with contextlib.ExitStack() as held:
         for held_as in (str(paths.index), str(paths.index) + ".pg"):
-            setup = held.enter_context(open(held_as + ".setup", "a"))
+            setup = held.enter_context(open(held_as + ".setup", "a", opener=private_opener))
             fcntl.flock(setup, fcntl.LOCK_EX)
-            using = held.enter_context(open(held_as + ".lock", "a"))
+            using = held.enter_context(open(held_as + ".lock", "a", opener=private_opener))
             try:
                 fcntl.flock(using, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

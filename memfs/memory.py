@@ -76,6 +76,7 @@ from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
 from memfs.state import StatePaths, WorkspaceIdentity, locate
+from memfs.userdirs import private_opener
 from memfs.sync import protocol as sync_protocol
 from memfs.sync.store import IngestResult, SyncStore, SyncStoreError
 from memfs.versions import Versions, VersionsError  # noqa: F401
@@ -192,8 +193,8 @@ class Memory:
         # (An index on PostgreSQL is another index than the SQLite file of the same name: its own lock.)
         held = str(self.paths.index) + (".pg" if cfg.index.backend == "postgres" else "")
         self._setup = held + ".setup"
-        self._using = open(held + ".lock", "a")
-        with open(self._setup, "a") as setup:
+        self._using = open(held + ".lock", "a", opener=private_opener)
+        with open(self._setup, "a", opener=private_opener) as setup:
             fcntl.flock(setup, fcntl.LOCK_EX)  # one process at a time upgrades or checks it
             try:
                 # Alone with the index (no other process holds it), its schema may be upgraded in
@@ -242,7 +243,7 @@ class Memory:
         """The index's server answers again (:mod:`memfs.index.outage`): the checks a start
         while it was away put off, then the index reconciled with the files."""
         if self._unchecked:
-            with open(self._setup, "a") as setup:
+            with open(self._setup, "a", opener=private_opener) as setup:
                 fcntl.flock(setup, fcntl.LOCK_EX)
                 self._check_index()
             self._unchecked = False

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import Config
+from memfs.userdirs import UnsafeStateDir, make_private_dir, private_opener, write_private  # noqa: F401
 
 log = logging.getLogger(__name__)
 
@@ -83,11 +84,6 @@ class StatePaths:
     history: Path  # versions of the memory files (memfs/history/)
 
 
-def make_private_dir(path: Path) -> None:
-    path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR_MODE)
-    st = path.stat()
-    if st.st_uid == os.geteuid() and st.st_mode & 0o077:
-        os.chmod(path, PRIVATE_DIR_MODE)
 
 
 def folder_name(identity: WorkspaceIdentity) -> str:
@@ -98,7 +94,7 @@ def folder_name(identity: WorkspaceIdentity) -> str:
 @contextlib.contextmanager
 def _locked(root: Path) -> Iterator[None]:
     """One process at a time decides where a workspace's state is (and moves files)."""
-    with open(root / ".lock", "a") as lock:
+    with open(root / ".lock", "a", opener=private_opener) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
@@ -131,9 +127,7 @@ def read_entries(folder: Path) -> list[str]:
 
 def _write_identity(folder: Path, identity: WorkspaceIdentity, entries: list[str]) -> None:
     record = {**json.loads(identity.as_json()), "entries": entries}
-    scratch = folder / (IDENTITY_FILE + ".tmp")
-    scratch.write_text(json.dumps(record, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(scratch, folder / IDENTITY_FILE)
+    write_private(folder / IDENTITY_FILE, json.dumps(record, sort_keys=True) + "\n")
 
 
 def _moved_here(root: Path, identity: WorkspaceIdentity, entries: list[str]) -> Path | None:

@@ -4,6 +4,7 @@ config machinery."""
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -49,6 +50,105 @@ def trusted_state_dir(env: typing.Mapping[str, str] | None = None) -> Path:
     except tomllib.TOMLDecodeError:
         pass
     return default_state_dir().resolve()
+
+
+PRIVATE_DIR = 0o700
+PRIVATE_FILE = 0o600
+
+
+class UnsafeStateDir(PermissionError):
+    """A folder or file of the state directory belongs to another user or others may change it:
+    nothing is written there (the index holds MEMORY.md's text).  The message says which, and how
+    to fix it."""
+
+
+def _safe_ancestor(st: os.stat_result) -> bool:
+    """A folder above the state directory: owned by this user or root, and nobody else may
+    rename what is in it (a sticky /tmp is fine; a user-private group's writable home is too)."""
+    uid = os.geteuid()
+    if st.st_uid not in (uid, 0):
+        return False
+    if st.st_mode & stat.S_ISVTX:
+        return True
+    if st.st_mode & stat.S_IWOTH:
+        return False
+    return not (st.st_mode & stat.S_IWGRP) or st.st_uid == uid
+
+
+def check_ancestors(path: Path) -> None:
+    """UnsafeStateDir unless every existing folder above ``path`` is safe (:func:`_safe_ancestor`):
+    another user who may replace a folder on the way may put their own folder at ``path``."""
+    for above in reversed(Path(os.path.abspath(path)).parents):
+        try:
+            st = os.stat(above)
+        except FileNotFoundError:
+            return
+        if not _safe_ancestor(st):
+            raise UnsafeStateDir(
+                f"{above} (on the way to memfs's state folder {path}) belongs to uid {st.st_uid} with mode "
+                f"{stat.S_IMODE(st.st_mode):o}: another user could put their own folder in its place; "
+                "set MEMFS_STATE_DIR to a folder of your own")
+
+
+def make_private_dir(path: Path) -> None:
+    """Make ``path`` (and what is missing above it) a folder of this user's alone (0700), or
+    UnsafeStateDir if it exists and is another user's or not a folder.  A folder of this user's
+    that others may enter is closed (0700)."""
+    missing = []
+    for folder in (path, *path.parents):
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
+    check_ancestors(missing[-1] if missing else path)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, PRIVATE_DIR)
+        except FileExistsError:
+            pass  # made by another process of ours meanwhile: checked below
+    for folder in [*reversed(missing), path] if missing else [path]:
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise UnsafeStateDir(
+                f"{folder} is {'not a folder' if not stat.S_ISDIR(info.st_mode) else f'owned by uid {info.st_uid}'}, "
+                f"not a folder of this user (uid {os.geteuid()}): memfs keeps the index (MEMORY.md's text) only in "
+                "folders of its own; remove it, or set MEMFS_STATE_DIR to a folder of your own")
+        if info.st_mode & 0o077:
+            os.chmod(folder, PRIVATE_DIR)
+
+
+def private_file(path: Path) -> None:
+    """Make ``path`` a file of this user's alone (0600) before a library opens it (SQLite makes
+    its -wal and -shm with the file's own mode), or UnsafeStateDir if it is another user's."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafeStateDir(f"{path} is a symlink: memfs keeps its state in files of its own") from None
+        raise
+    try:
+        info = os.fstat(fd)
+        if info.st_uid != os.geteuid() or not stat.S_ISREG(info.st_mode):
+            raise UnsafeStateDir(f"{path} belongs to uid {info.st_uid}, not this user (uid {os.geteuid()}): "
+                                 "memfs does not keep the index in another user's file; remove it")
+        if info.st_mode & 0o077:
+            os.fchmod(fd, PRIVATE_FILE)
+    finally:
+        os.close(fd)
+
+
+def private_opener(path: str | os.PathLike[str], flags: int) -> int:
+    """``open(path, mode, opener=private_opener)``: a file made for this user alone (0600), never
+    through a symlink."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as a file of this user's alone (0600), replaced whole."""
+    scratch = path.with_name(path.name + f".{os.getpid()}.tmp")
+    fd = os.open(scratch, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(text)
+    os.replace(scratch, path)
 
 
 class RuntimeDirError(OSError):

@@ -29,6 +29,7 @@ from pathlib import Path
 import apsw
 
 from memfs.history.provenance import Provenance
+from memfs.userdirs import private_file
 
 SCHEMA_VERSION = "2"
 # Reading a version joins at most this many pieces; beyond, the whole content is stored again.
@@ -190,10 +191,9 @@ class HistoryStore:
         self.lock = threading.RLock()
         self._digests: tuple[tuple[int, int], dict[str, frozenset[str]]] | None = None
         self._bulk = False  # in a bulk transaction (see transaction)
-        fresh = not path.exists()
+        fresh = not path.exists() or path.stat().st_size == 0
+        private_file(path)  # versions of MEMORY.md: this user's alone (its -wal and -shm follow)
         self.conn = apsw.Connection(str(path))
-        if fresh:
-            os.chmod(path, 0o600)
         self.conn.setbusytimeout(10_000)
         if fresh:  # pages freed by pruning go back to the file system (only settable before any table)
             self.conn.execute("PRAGMA auto_vacuum=INCREMENTAL")

@@ -20,6 +20,8 @@ import fcntl
 import threading
 from collections.abc import Iterator
 
+from memfs.userdirs import private_opener
+
 POLL_S = 0.05  # a turn lasts a model call (a few tenths of a second): a look costs a system call
 
 
@@ -31,7 +33,7 @@ class EmbedTurns:
     @contextlib.contextmanager
     def turn(self, stop: threading.Event | None = None) -> Iterator[bool]:
         """Yields True holding the turn, or False when ``stop`` was set while waiting for it."""
-        with self._threads, open(self.path, "a") as held:
+        with self._threads, open(self.path, "a", opener=private_opener) as held:
             while True:
                 try:
                     fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)

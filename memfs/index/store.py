@@ -40,6 +40,7 @@ from memfs.index.text import fts_body, match_expression, phrase_tokens
 from memfs.index.unitrows import HASH_SQL, TEXT_SQL, ChunkLines, hash_forms, pack_hash, text_at
 from memfs.index.units import plain
 from memfs.index.vectors import VectorMatrix, pack_unit_vector
+from memfs.userdirs import private_file
 from memfs.workspace import FileKind
 
 if TYPE_CHECKING:
@@ -257,6 +258,7 @@ MMAP_BYTES = 1 << 40
 
 
 def _connect(path: Path) -> apsw.Connection:
+    private_file(path)  # the index holds MEMORY.md's text: this user's alone (its -wal and -shm follow)
     conn = apsw.Connection(str(path))
     conn.enable_load_extension(True)
     conn.load_extension(_vec0_path())
@@ -289,6 +291,7 @@ class Store:
         self._depth = 0  # transactions open on this connection (a batch holds one)
         self._total: tuple[tuple[int, int], tuple[int, int]] | None = None
         self._vocabulary: tuple[object, dict[tuple[str, str], int]] = (None, {})
+        private_file(cache_path)
         self.conn.execute("ATTACH DATABASE ? AS cache", (str(cache_path),))
         # A new cache's pages hold its vectors whole: at 4 KB a 1.6 KB entry of the WITHOUT ROWID
         # table kept 1 KB in its page and the rest on an overflow page of its own (4.8 KB an

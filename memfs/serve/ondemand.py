@@ -20,6 +20,7 @@ from pathlib import Path
 
 from memfs.mounttable import alive
 from memfs.serve.wire import Invocation, daemon_key, run_dir
+from memfs.userdirs import private_opener
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ def start(workspace: Path, agent: str, main: bool, invocation: Invocation,
     logged = log_file(folder, key)
     read, write = os.pipe()
     try:
-        with open(logged, "ab") as out:
+        with open(logged, "ab", opener=private_opener) as out:
             os.chmod(logged, 0o600)
             child = subprocess.Popen(_argv(invocation, write), stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                      cwd=invocation.cwd, start_new_session=True, pass_fds=(write,))

@@ -39,6 +39,7 @@ from memfs.serve.wire import (
 )
 from memfs.state import make_private_dir
 from memfs.unixsock import bind_private, write_record
+from memfs.userdirs import private_opener
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ class SocketServer:
             return False
         folder = self.announcement.folder
         make_private_dir(folder)
-        lock = open(folder / f"{self.announcement.key}.lock", "a+")
+        lock = open(folder / f"{self.announcement.key}.lock", "a+", opener=private_opener)
         taken = _try_lock(lock)
         if not taken and self.kind in TAKES_OVER:
             holder = holder_of(lock)
@@ -227,7 +228,7 @@ class SocketServer:
         (the mount stops), the thread is abandoned: should it get the lock after all, it lets it
         go at once rather than keep it until this process ends."""
         try:
-            lock = open(self.announcement.folder / f"{self.announcement.key}.lock", "a+")
+            lock = open(self.announcement.folder / f"{self.announcement.key}.lock", "a+", opener=private_opener)
         except OSError as exc:
             log.warning("cannot wait to answer commands for %s: %s", self.cfg.workspace, exc)
             return False

@@ -215,16 +215,16 @@ def opened_at(workspace: Path, fd: int, resolved: str) -> bool:
 
 def read_visible(workspace: Path, rel: str, privacy: Privacy) -> bytes:
     """The bytes of a regular workspace file, judged by what was actually opened:
-    FileNotFoundError if it is missing or private for ``privacy`` (the same answer, so a shared
-    reader learns nothing, not even that a private folder exists), IsADirectoryError for a
-    folder.  A FIFO or device is never waited on."""
-    target = rel
-    if privacy.shared:
-        resolved = resolve_within(workspace, rel)
-        if privacy.is_private(rel) or resolved is None or privacy.is_private(resolved):
-            raise FileNotFoundError(rel)
-        target = resolved
-    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (os.O_NOFOLLOW if privacy.shared else 0)
+    FileNotFoundError if it is missing, leads out of the workspace (a symlink to ~/.ssh/id_rsa
+    is not memory, in any mode: the one rule of `memfs get`, the bundle and the mount's virtual
+    files), or is private for ``privacy`` (the same answer, so a shared reader learns nothing,
+    not even that a private folder exists); IsADirectoryError for a folder.  A FIFO or device is
+    never waited on."""
+    resolved = resolve_within(workspace, rel)
+    if resolved is None or (privacy.shared and (privacy.is_private(rel) or privacy.is_private(resolved))):
+        raise FileNotFoundError(rel)
+    target = resolved
+    flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
     try:
         fd = open_resolved(workspace, target, flags)
     except OSError as exc:
@@ -237,7 +237,7 @@ def read_visible(workspace: Path, rel: str, privacy: Privacy) -> bytes:
             raise IsADirectoryError(rel)
         if not stat.S_ISREG(st.st_mode):
             raise FileNotFoundError(rel)
-        if privacy.shared and (st.st_nlink > 1 or not opened_at(workspace, fd, target)):
+        if (privacy.shared and st.st_nlink > 1) or not opened_at(workspace, fd, target):
             raise FileNotFoundError(rel)
         chunks = []
         while block := os.read(fd, 1 << 20):

@@ -33,6 +33,7 @@ from memfs.cleantext import clean_text
 from memfs.config import Config
 from memfs.history.provenance import BESIDE, Provenance
 from memfs.history.store import Forgotten, HistoryError, HistoryStore, Version
+from memfs.privacy import open_resolved, opened_at, resolve_within
 from memfs.replacing import staged_replacement, sync_folder
 from memfs.workspace import is_memory, name_is_text
 
@@ -136,13 +137,28 @@ class History:
 
     # -- reading the workspace -----------------------------------------------------------------
 
+    def _open_own(self, rel: str) -> int:
+        """``rel`` opened for reading if it is a file of the workspace under its own name: no
+        symlink on the way (a link's target has a history of its own if it is memory, and one
+        that leads out of the workspace has none: the one rule of memfs.privacy.read_visible),
+        past PATH_MAX too.  OSError otherwise."""
+        if resolve_within(self.workspace, rel) != rel.strip("/"):
+            raise FileNotFoundError(rel)
+        fd = open_resolved(self.workspace, rel.strip("/"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not opened_at(self.workspace, fd, rel.strip("/")):
+                raise FileNotFoundError(rel)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
     def _snapshot(self, rel: str) -> Snapshot | None:
         """The bytes of ``rel`` as one consistent read; None unless it is a regular file (a
         symlink is not followed: its target has a history of its own if it is memory)."""
         for _ in range(READ_ATTEMPTS):
             try:
-                with longpath.reach(self.workspace / rel) as path:  # past PATH_MAX too
-                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                fd = self._open_own(rel)
             except OSError:
                 return None
             try:
@@ -207,8 +223,7 @@ class History:
             raise _NotAnAppend
         with self.store.transaction():
             try:
-                with longpath.reach(self.workspace / rel) as path:
-                    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+                fd = self._open_own(rel)
             except OSError:
                 raise _NotAnAppend from None
             try:

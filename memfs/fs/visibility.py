@@ -26,7 +26,9 @@ from pathlib import Path
 
 from pyfuse3 import FUSEError
 
+from memfs.config import CONFIG_FILE
 from memfs.privacy import Privacy, opened_relative, resolve_within
+from memfs.workspaceid import ID_FILE
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +39,7 @@ ANONYMOUS_TEMP = re.compile(
 # perl -i and others use eight random characters: such a name is hidden only while it is fresh.
 RANDOM_NAME = re.compile(r"^[A-Za-z0-9]{8}$")
 FRESH_S = 120.0
+WORKSPACE_FILES = (CONFIG_FILE, ID_FILE)
 
 
 class MountView:
@@ -95,8 +98,12 @@ class MountView:
             self._refuse(rel, "is a private path (privacy.private_paths)")
 
     def refuse_create(self, rel: str) -> None:
-        """Making a new entry named ``rel`` (file, folder, node, symlink or hard link)."""
+        """Making a new entry named ``rel`` (file, folder, node, symlink or hard link).  A
+        configuration file anywhere is refused too: a folder holding one would read as a
+        workspace of its own to a command run there."""
         self.refuse_change(rel)
+        if self.shared and rel.rpartition("/")[2] in WORKSPACE_FILES:
+            self._refuse(rel, "is a memfs configuration file name")
 
     def refuse_symlink(self, rel: str, target: bytes) -> None:
         """A symlink named ``rel`` pointing at ``target``, judged as the kernel would follow it
@@ -120,12 +127,14 @@ class MountView:
             self._refuse(rel, f"would lead to {leads}, a private path")
 
     def refuse_link(self, sources: list[str], new: str) -> None:
-        """A hard link: a shared mount may only link what it may change, to a name it may make."""
+        """A hard link: never on a shared mount (EPERM, as on a file system without them).  A
+        file with more than one name may be a private file's other name, so a shared view hides
+        every such file: a link made here would make both of its names vanish."""
         if not self.shared:
             return
-        for source in sources:
-            self.refuse_change(source)
-        self.refuse_create(new)
+        log.warning("refused on a shared mount: a hard link %s -> %s (a file with two names is hidden from a "
+                    "shared view; copy it instead)", new, ", ".join(sources) or "?")
+        raise FUSEError(errno.EPERM)
 
     def refuse_move(self, old: str, new: str, exchange: bool = False) -> None:
         """A rename: both ends must be changeable, and nothing below a moved folder may be, or
@@ -134,6 +143,9 @@ class MountView:
             return
         for rel in (old, new):
             self.refuse_change(rel)
+        for rel in (new, old) if exchange else (new,):
+            if rel.rpartition("/")[2] in WORKSPACE_FILES:
+                self._refuse(rel, "is a memfs configuration file name")
         moves = [(old, new), (new, old)] if exchange else [(old, new)]
         for source, target in moves:
             full = self.root / source

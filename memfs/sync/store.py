@@ -140,6 +140,16 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
+def _day_file_mode(folder: Path) -> int:
+    """A new day file is no more open than the folder it is made in (0644 in a 0755 folder, 0600
+    in a 0700 one): its messages were written by someone who chose that folder's openness, and
+    the memfs process that makes the file may be root."""
+    try:
+        return stat.S_IMODE(os.stat(folder).st_mode) & 0o666
+    except OSError:
+        return 0o600
+
+
 def _check_day_file(path: Path) -> None:
     """Refuse a day file that cannot be appended to (as :meth:`SyncStore._append` would), before
     any of a batch's day files is written.  _append still opens each without following links."""
@@ -280,7 +290,8 @@ class SyncStore:
         """Append ``lines`` (joined by newlines, without the last) to the day file ``path``;
         returns its size before, the bytes appended and its stat after."""
         try:
-            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         _day_file_mode(path.parent))
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise SyncStoreError(errno.ELOOP, f"{path.name} is a symlink, not a day file: refusing to write "
@@ -307,13 +318,13 @@ class SyncStore:
         """Keep refused bytes with the reason beside them, for a person to look at (new files
         only, never through a symlink)."""
         folder = self.folder / REJECTED_DIR
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         if folder.is_symlink() or not folder.is_dir():
             raise SyncStoreError(errno.EINVAL, f"{folder} is not a folder of ours: not keeping rejected data there")
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         base = folder / f"{stamp}-{os.getpid()}-{time.monotonic_ns() % 10**9}-{Path(name).name or 'stdin'}"
         for path, content in ((base, data), (Path(str(base) + ".reason"), (reason + "\n").encode())):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
             with os.fdopen(fd, "wb") as out:
                 out.write(content)
         return base

@@ -1,6 +1,6 @@
 """The PostgreSQL schema's isolation, on a real server (tests/pg.py): one tenant's login role
 tries to read, change and infer another's rows through direct selects, KNN, term statistics,
-counts, planner statistics, a leaky function and the embedding cache; the shared-mode role tries
+counts, planner statistics, a leaky function and the embedding cache (each tenant's own); the shared-mode role tries
 to reach private rows; reader grants, rotation, migrations and the errors of ``memfs pg init``."""
 
 from __future__ import annotations
@@ -201,22 +201,38 @@ def test_update_delete_and_insert_cannot_reach_another_tenant(fleet) -> None:
         assert conn.execute("SELECT count(*) FROM memfs.chunks").fetchone()[0] == 2
 
 
-def test_embedding_cache_is_shared_without_text(fleet) -> None:
+def test_the_embedding_cache_is_each_tenants_own(fleet) -> None:
+    """No cache shared by every tenant (the one before v6 let a tenant plant a vector another took
+    for its own text and read every tenant's text hashes); a tenant's own is guarded like its
+    other rows (tests/test_pg_cache_tenants.py runs the attack through memfs itself)."""
     with psycopg.connect(fleet["a"], autocommit=True) as conn:
-        columns = {r[0] for r in conn.execute("SELECT column_name FROM information_schema.columns "
-                                              "WHERE table_schema = 'memfs' AND table_name = 'embedding_cache'")}
-        assert columns == {"provider", "model", "hash", "dims", "vector", "created_at"}
-        conn.execute("INSERT INTO memfs.embedding_cache(provider, model, hash, dims, vector) "
-                     "VALUES ('local', 'm', 'hash-a', 3, '[1,2,3]') ON CONFLICT DO NOTHING")
+        with pytest.raises(psycopg.errors.UndefinedTable):
+            conn.execute("SELECT hash FROM memfs.embedding_cache")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="row-level security"):
+            conn.execute("INSERT INTO memfs.tenant_embeddings(tenant_id, provider, model, hash, dims, vector, private) "
+                         "VALUES (%s, 'local', 'm', 'h-bravo public bananas', 3, '[1,2,3]', false)", (fleet["b_id"],))
     with psycopg.connect(fleet["b"], autocommit=True) as conn:
-        assert conn.execute("SELECT vector::text FROM memfs.embedding_cache WHERE hash = 'hash-a'").fetchone() == ("[1,2,3]",)
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("UPDATE memfs.embedding_cache SET vector = '[0,0,0]'")
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("DELETE FROM memfs.embedding_cache")
-        # Private text's vectors stay in their tenant (tenant_embeddings is guarded like the rest).
         own = conn.execute("SELECT DISTINCT tenant_id FROM memfs.tenant_embeddings").fetchall()
         assert own == [(fleet["b_id"],)]
+        assert conn.execute("SELECT vector::text FROM memfs.tenant_embeddings WHERE hash = 'h-bravo public bananas'"
+                            ).fetchall() == [("[0,0,1]",)]
+
+
+def test_no_tenant_may_write_a_table_another_tenant_reads(fleet) -> None:
+    """Every table the tenants' group may change is a tenant table: row-level security forced,
+    a row written for its own tenant alone.  The rest it may at most read, and none of those
+    holds anything a tenant writes."""
+    with psycopg.connect(fleet["dsn"], autocommit=True) as admin:
+        group = schema.names(admin).tenant_group
+        rows = admin.execute(
+            "SELECT c.relname, c.relrowsecurity AND c.relforcerowsecurity, "
+            "has_table_privilege(%s, c.oid, 'INSERT') OR has_table_privilege(%s, c.oid, 'UPDATE') "
+            "OR has_table_privilege(%s, c.oid, 'DELETE') OR has_table_privilege(%s, c.oid, 'TRUNCATE') "
+            "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'memfs' AND c.relkind IN ('r', 'p', 'v', 'm', 'f') AND NOT c.relispartition",
+            (group, group, group, group)).fetchall()
+    writable = {name: guarded for name, guarded, writes in rows if writes}
+    assert set(writable) == set(schema.TENANT_TABLES) and all(writable.values()), writable
 
 
 def test_shared_role_never_sees_private_rows(fleet) -> None:

@@ -5,9 +5,10 @@ the original does, and nothing is embedded again (no model is asked for anything
 
 The target is emptied first, then filled in batches of files, one transaction each; a copy run
 again gives the same rows.  Only the cache entries of this index's own texts go along: a SQLite
-cache is shared by every workspace of its user, and a vector of another workspace's private text
-must not reach the fleet's shared cache.  Entries of private text go to the target as private
-(PostgreSQL: the tenant's own cache table).
+cache is shared by every workspace of its user, and a vector of another workspace's text must not
+reach the tenant's cache on the server.  Entries of private text go to the target as private.
+(PostgreSQL keeps every entry in the tenant's own cache, guarded like its other rows: a move in
+or out carries the tenant's entries and nobody else's.)
 """
 
 from __future__ import annotations

@@ -16,9 +16,11 @@ each migration once, and is idempotent.  What the tables hold mirrors the SQLite
   public chunks (``private``) so a shared search's statistics are those of public chunks alone,
   as SQLite's separate FTS tables make them.
 * ``sync_messages``: sync message ids, so hosts sharing a workspace deduplicate across hosts.
-* ``embedding_cache``: (provider, model, text hash) -> vector, shared by every tenant so a text is
-  embedded once across the fleet; it holds no text and no tenant.  ``tenant_embeddings`` is the
-  same for private text, which stays in its tenant.
+* ``tenant_embeddings``: the tenant's embedding cache, (provider, model, text hash) -> vector,
+  ``private`` when a private file holds the text.  Every entry is the tenant's own, guarded like
+  its other rows: since v6 no cache is shared across tenants (v1's fleet-wide ``embedding_cache``
+  let one tenant plant a vector another would take for its own text, and read every tenant's
+  text hashes to confirm a guess of its text; see :func:`_v6`).
 
 Every tenant table carries ``private`` and is guarded by the same four policies (see
 :mod:`memfs.index.pg.roles` for who gets which tenants).  The big ones are partitioned by LIST on
@@ -326,6 +328,27 @@ def _v5(conn: psycopg.Connection, names: Names) -> None:
     """)
 
 
+
+def _v6(conn: psycopg.Connection, names: Names) -> None:
+    """No tenant writes what another trusts: the embedding cache is each tenant's own
+    (``tenant_embeddings``, public entries too, under the policies of every tenant table) and
+    v1's ``embedding_cache``, which every tenant could read and add to, is dropped with its rows.
+
+    Shared, it let a tenant's login insert the hash of a text it guesses another tenant holds
+    (a public log line, say) with a vector of its choosing, which the other then took for its
+    own chunk of that text; and read every row's hash, so confirm such a guess.  Keying the
+    rows with a secret only the admin holds would not help: the key is computed for the
+    tenant that asks, so the same tenant could ask for it (and plant, and confirm) as well.
+
+    The dropped rows are not moved into any tenant's cache: nobody can tell which tenant
+    embedded a row and which planted it.  A tenant's chunk and unit vectors stay where they
+    are; a text that is chunked again (a file edited, a rebuild) is embedded once more by its
+    own tenant, which is what the fleet gives up (scripts/bench_pgcache.py measures it)."""
+    conn.execute(f"""
+        REVOKE ALL ON memfs.embedding_cache FROM {names.tenant_group};
+        DROP TABLE memfs.embedding_cache;
+    """)
+
 # (version, what it does, how): append only; a released migration is never edited.  A migration
 # that adds a table to PARTITIONED must also make its partitions for the tenants already there.
 MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], ...] = (
@@ -334,6 +357,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], 
     (3, "policies evaluate the access functions once per statement", _v3),
     (4, "the index's own columns: packed unit vectors, provisional chunks", _v4),
     (5, "memfs.vector_index: a tenant builds the HNSW index of its own partition", _v5),
+    (6, "the embedding cache is each tenant's own: the fleet-wide embedding_cache is dropped", _v6),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -12,9 +12,10 @@ What the SQLite store keeps, kept here (schema in :mod:`memfs.index.pg.schema`):
   :mod:`memfs.index.pg.knn`, a unit's vector the bytes SQLite stores (``units.packed``).
 * the keyword index as postings and statistics (:mod:`memfs.index.pg.terms`), ranked by
   :mod:`memfs.index.pg.keyword` with FTS5's bm25, so calibrated scores are the same.
-* the embedding cache: vectors of public text in the fleet's shared ``embedding_cache`` (no text,
-  no tenant: a text is embedded once for every agent); of private text in the tenant's own
-  ``tenant_embeddings``, which nobody else can read.
+* the embedding cache: the tenant's own ``tenant_embeddings`` (``private`` when a private file
+  holds the text).  No cache is shared with other tenants: one that any tenant could add to let a
+  tenant plant the vector of another's text (schema v6); a text two tenants hold is embedded by
+  each.
 
 Chunk and unit ids are the tenant's own numbers, the largest plus one, taken while the tenant's
 ``corpus_stats`` rows are locked (the lock :mod:`memfs.index.pg.terms` takes for its statistics),
@@ -93,6 +94,14 @@ _UNOPENED = _Unopened()
 _FILE_COLUMNS = ("path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, "
                  "resume_offset")
 _UNIT_COLUMNS = "unit_id, chunk_id, start_line, end_line, hash, text, context, packed, reading"
+# An entry of the tenant's embedding cache: (tenant, provider, model, hash, dims, vector).  A
+# private one replaces what is there and makes it private (its text is in a private file now); a
+# public one leaves an entry already there alone: a shared-mode login neither sees nor may change
+# a private entry (ON CONFLICT DO NOTHING asks no policy about the row it meets).
+_CACHE_ENTRY = "INSERT INTO memfs.tenant_embeddings(tenant_id, provider, model, hash, dims, vector, private) "
+_CACHE_PRIVATE = (_CACHE_ENTRY + "VALUES (%s, %s, %s, %s, %s, %s, true) ON CONFLICT (tenant_id, provider, model, hash) "
+                  "DO UPDATE SET vector = excluded.vector, dims = excluded.dims, private = true")
+_CACHE_PUBLIC = _CACHE_ENTRY + "VALUES (%s, %s, %s, %s, %s, %s, false) ON CONFLICT DO NOTHING"
 
 
 def _file_record(row: tuple) -> FileRecord:
@@ -816,37 +825,29 @@ class PgStore:
             terms.add(conn, self.tenant, postings)
 
     def cache_entries(self, provider: str, models: Iterable[str], hashes: Iterable[str]) -> list[CachedVector]:
-        """The cached vectors of these text hashes made by ``provider`` under any of these model
-        names (the whole key, so the primary keys find them): the fleet's, and the tenant's own
-        (private) ones."""
+        """The tenant's cached vectors of these text hashes made by ``provider`` under any of
+        these model names (the whole key, so the primary key finds them), private or not as
+        the tenant's cache holds them."""
         names, wanted = sorted(set(models)), list(dict.fromkeys(hashes))
         if not wanted or not names:
             return []
         with self.lock:
             rows = self.conn.execute(
-                "SELECT provider, model, hash, vector, false FROM memfs.embedding_cache WHERE provider = %s "
-                "AND model = ANY (%s) AND hash = ANY (%s) UNION ALL SELECT provider, model, hash, vector, true "
-                "FROM memfs.tenant_embeddings WHERE tenant_id = %s AND provider = %s AND model = ANY (%s) "
-                "AND hash = ANY (%s)", (provider, names, wanted, self.tenant, provider, names, wanted)).fetchall()
+                "SELECT provider, model, hash, vector, private FROM memfs.tenant_embeddings WHERE tenant_id = %s "
+                "AND provider = %s AND model = ANY (%s) AND hash = ANY (%s)",
+                (self.tenant, provider, names, wanted)).fetchall()
         return [CachedVector(str(r[0]), str(r[1]), str(r[2]), _float32(r[3]), bool(r[4])) for r in rows]
 
     def put_cache_entries(self, entries: Sequence[CachedVector]) -> None:
-        """Add cache entries in one transaction: a private one to the tenant's own cache, a public
-        one to the fleet's (where a vector already there stays: tenants add, never change)."""
+        """Add cache entries to the tenant's cache in one transaction (:meth:`_cache` for each)."""
         if not self.sees_private and any(e.private for e in entries):
             raise PgError(f"role {self.conn.info.user} may not hold private rows (a shared-mode login): "
                           "use the agent's own login")
         with self._writing() as conn, conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO memfs.tenant_embeddings(tenant_id, provider, model, hash, dims, vector, private) "
-                "VALUES (%s, %s, %s, %s, %s, %s, true) ON CONFLICT (tenant_id, provider, model, hash) "
-                "DO UPDATE SET vector = excluded.vector, dims = excluded.dims",
-                [(self.tenant, e.provider, e.model, e.hash, len(e.vector) // 4,
-                  np.frombuffer(e.vector, dtype=np.float32)) for e in entries if e.private])
-            cur.executemany(
-                "INSERT INTO memfs.embedding_cache(provider, model, hash, dims, vector) VALUES (%s, %s, %s, %s, %s) "
-                "ON CONFLICT DO NOTHING", [(e.provider, e.model, e.hash, len(e.vector) // 4,
-                                            np.frombuffer(e.vector, dtype=np.float32)) for e in entries if not e.private])
+            for private in (True, False):  # private first: a public entry of the same text then keeps it so
+                cur.executemany(_CACHE_PRIVATE if private else _CACHE_PUBLIC,
+                                [(self.tenant, e.provider, e.model, e.hash, len(e.vector) // 4,
+                                  np.frombuffer(e.vector, dtype=np.float32)) for e in entries if e.private == private])
 
     # -- embeddings ----------------------------------------------------------------------------------
 
@@ -856,22 +857,15 @@ class PgStore:
             return {}
         with self.lock:
             rows = self.conn.execute(
-                "SELECT hash, vector FROM memfs.embedding_cache WHERE provider = %s AND model = %s AND hash = ANY (%s) "
-                "UNION ALL SELECT hash, vector FROM memfs.tenant_embeddings WHERE tenant_id = %s AND provider = %s "
-                "AND model = %s AND hash = ANY (%s)",
-                (provider, model, wanted, self.tenant, provider, model, wanted)).fetchall()
+                "SELECT hash, vector FROM memfs.tenant_embeddings WHERE tenant_id = %s AND provider = %s "
+                "AND model = %s AND hash = ANY (%s)", (self.tenant, provider, model, wanted)).fetchall()
         return {str(h): _float32(v) for h, v in rows}
 
     def _cache(self, conn, provider: str, model: str, digest: str, vector: np.ndarray, private: bool) -> None:
-        if private:  # private text's vector stays in its tenant
-            conn.execute("INSERT INTO memfs.tenant_embeddings(tenant_id, provider, model, hash, dims, vector, private) "
-                         "VALUES (%s, %s, %s, %s, %s, %s, true) ON CONFLICT (tenant_id, provider, model, hash) "
-                         "DO UPDATE SET vector = excluded.vector, dims = excluded.dims",
-                         (self.tenant, provider, model, digest, len(vector), vector))
-        else:  # the fleet's: the first vector of a text stays (tenants may add, never change)
-            conn.execute("INSERT INTO memfs.embedding_cache(provider, model, hash, dims, vector) "
-                         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                         (provider, model, digest, len(vector), vector))
+        """One entry of the tenant's own cache: private text's is private (and makes an entry of
+        the same text private), public text's leaves an entry already there as it is."""
+        conn.execute(_CACHE_PRIVATE if private else _CACHE_PUBLIC,
+                     (self.tenant, provider, model, digest, len(vector), vector))
 
     def pending_chunks(self, limit: int, paths: Sequence[str] = (), since: str | None = None,
                        written_since: float | None = None) -> list[StoredChunk]:
@@ -1183,9 +1177,9 @@ class PgStore:
                 " AND NOT (f.path = ANY (%(hidden)s))" if exclude else "")
             owed = self.conn.execute(_PROVISIONAL_LINES.format(scope=files_scope),
                                      {**args, "p": PROVISIONAL_HASH}).fetchall()
-            cached = self.conn.execute(
-                "SELECT (SELECT count(*) FROM memfs.tenant_embeddings WHERE tenant_id = %s) + "
-                "(SELECT count(*) FROM memfs.embedding_cache)", (self.tenant,)).fetchone()[0]
+            # The tenant's own entries (those its login sees), through the cache's primary key.
+            cached = self.conn.execute("SELECT count(*) FROM memfs.tenant_embeddings WHERE tenant_id = %s",
+                                       (self.tenant,)).fetchone()[0]
         return {
             "files": int(files[0]),
             "skipped": int(files[1]),

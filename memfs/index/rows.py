@@ -47,8 +47,8 @@ class FileRows:
 
 @dataclass(frozen=True)
 class CachedVector:
-    """An embedding cache entry.  ``private``: the vector of private text, which PostgreSQL keeps
-    in the tenant's own cache, never in the fleet's shared one."""
+    """An embedding cache entry.  ``private``: the vector of private text (PostgreSQL keeps every
+    entry in the tenant's own cache, a private one out of the tenant's shared-mode login's view)."""
 
     provider: str
     model: str

@@ -215,6 +215,11 @@ def test_a_state_folder_of_another_users_is_refused(other_user, world_dir: Path)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert f"owned by uid {other_user.pw_uid}" in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert not [p for p in state.rglob("*") if p.is_file()]
+    # A mount is refused the same way, before anything is mounted or written.
+    (world_dir / "mnt").mkdir()
+    out = memfs_cli("mount", str(ws), str(world_dir / "mnt"), env={"MEMFS_STATE_DIR": str(state)})
+    assert out.returncode == 1 and f"uid {other_user.pw_uid}" in out.stderr and "Traceback" not in out.stderr
+    assert not os.path.ismount(world_dir / "mnt") and not [p for p in state.rglob("*") if p.is_file()]
     # A state folder of ours that others could enter: the folder they made inside it is refused.
     shutil.rmtree(state)
     state.mkdir(mode=0o777)

@@ -536,7 +536,7 @@ def search(query: str, as_json: bool, limit: str | None, min_score: str | None, 
     named = list(dict.fromkeys(opts.get("agent") or ()))
     others = named[1:]
     if options:  # a mistyped option is a usage error before anything else is looked at
-        from memfs.index.search import BadOption, parse_options
+        from memfs.index.search.hybrid import BadOption, parse_options
 
         try:
             parse_options(options)

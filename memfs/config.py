@@ -91,7 +91,7 @@ class ChunkingConfig(_Section):
 
 
 class SearchConfig(_Section):
-    # Scores are calibrated probabilities (memfs/index/scoring.py): 0.5 is even odds that a
+    # Scores are calibrated probabilities (memfs/index/search/scoring.py): 0.5 is even odds that a
     # result is related rather than merely similar; 0.52, the default, is the lowest
     # threshold that kept held-out false positives under 25% on the LoCoMo dev set (scoring.py).
     min_score: float = Field(0.52, ge=0, le=1)
@@ -128,7 +128,7 @@ class EmbeddingConfig(_Section):
     max_retries: int = Field(4, ge=0, le=20)
     timeout_s: float = Field(30.0, gt=0, le=3600)
     # local: the model is loaded once per user, in an embedding service every process asks
-    # (memfs.index.embedservice); false loads it in each process that embeds.
+    # (memfs.index.embedding.service); false loads it in each process that embeds.
     service: bool = True
     # The service exits after this long with no request (its model holds 250-450 MB); the next
     # request starts it again in 1-2 s.
@@ -140,7 +140,7 @@ class EmbeddingConfig(_Section):
     # R@6 .834 -> .800 there.  The default reads Markdown this way already (late_chunking).
     read_once: bool = False
     # local: read each chunk once and make each unit's vector from the model's output states over
-    # its span in the chunk, its heading or chat title included (memfs.index.latechunks): ~1.1
+    # its span in the chunk, its heading or chat title included (memfs.index.embedding.late): ~1.1
     # word pieces read per piece indexed instead of 2.4-3.6.  "chats" (default) does it for JSONL
     # (sync chats, session transcripts), whose messages are turns of one conversation under a
     # title (dev set: sync R@6 .834 -> .838), and reads Markdown once (each unit alone, a chunk
@@ -173,17 +173,17 @@ class IndexConfig(_Section):
     extra_paths: StrList  # glob patterns relative to the workspace
     max_file_mb: float = Field(64.0, gt=0, le=100_000)  # a 30 MB daily log imported whole is indexed
     # A write through the mount of at least this much new text (one file, or one sync batch) is
-    # keyword-indexed before close() returns and chunked exactly after (see memfs.index.deferred);
+    # keyword-indexed before close() returns and chunked exactly after (see memfs.index.bigwrites);
     # below it everything happens before close() returns.
     defer_mb: float = Field(1.0, ge=0, le=100_000)
     # Where the index lives: "sqlite" (a file per workspace and agent in state_dir) or "postgres"
-    # (one tenant of a PostgreSQL + pgvector database, memfs.index.pg), reached by ``dsn``: the
+    # (one tenant of a PostgreSQL + pgvector database, memfs.index.storage.postgres), reached by ``dsn``: the
     # DSN `memfs pg grant` printed for this workspace and agent (else env MEMFS_PG_DSN).
     backend: Literal["sqlite", "postgres"] = "sqlite"
     dsn: str = ""
     # PostgreSQL: how long to wait for the server (connecting, or a statement whose server stopped
     # answering) before a read says the index is unavailable and a write's indexing is owed until
-    # the server is back (memfs.index.outage).  A stopped server is refused at once.
+    # the server is back (memfs.index.storage.outage).  A stopped server is refused at once.
     timeout_s: float = Field(5.0, gt=0, le=3600)
 
     split_lists = field_validator("extra_paths", mode="before")(_split_list)
@@ -404,8 +404,8 @@ OTHER_ENV = frozenset({"MEMFS_WORKSPACE", "MEMFS_CONFIG", "MEMFS_DEMO_DIR", "MEM
 RENAMED = {"bundle.private_files": "privacy.private_paths"}
 # Settings that no longer mean anything: accepted with a warning, so an old config still loads.
 RETIRED = {
-    "search.vector_weight": "scores are calibrated now (memfs/index/scoring.py)",
-    "search.text_weight": "scores are calibrated now (memfs/index/scoring.py)",
+    "search.vector_weight": "scores are calibrated now (memfs/index/search/scoring.py)",
+    "search.text_weight": "scores are calibrated now (memfs/index/search/scoring.py)",
     "search.candidate_multiplier": "the candidate pool no longer depends on the number of results",
 }
 

@@ -1,7 +1,7 @@
 """Moving the index of one (workspace, agent) between its SQLite file and its PostgreSQL tenant
 (``memfs index --to postgres|sqlite``), without embedding anything again.
 
-What is copied, and how, is :mod:`memfs.index.transfer`'s; this module owns what surrounds it:
+What is copied, and how, is :mod:`memfs.index.storage.moving`'s; this module owns what surrounds it:
 finding both stores of the pair, keeping every other memfs process of the pair out while it runs,
 and refusing, in one line, a move that would not give a working index.  The processes that use an
 index hold a shared lock on it (see ``Memory``); the move takes both backends' locks exclusively,
@@ -20,12 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from memfs.config import Config
-from memfs.index.backend import IndexUnavailable, open_store
-from memfs.index.embeddings import EmbeddingError, provider_identity
-from memfs.index.indexer import fingerprint, replace_index_file
-from memfs.index.interface import IndexStore
-from memfs.index.store import Store
-from memfs.index.transfer import Progress, TransferError, Transferred, check_settings, transfer
+from memfs.index.embedding.fingerprint import fingerprint
+from memfs.index.embedding.providers import EmbeddingError, provider_identity
+from memfs.index.indexer import replace_index_file
+from memfs.index.storage.backend import IndexUnavailable, open_store
+from memfs.index.storage.interface import IndexStore
+from memfs.index.storage.moving import Progress, TransferError, Transferred, check_settings, transfer
+from memfs.index.storage.sqlite.store import Store
 from memfs.state import StatePaths, locate
 from memfs.userdirs import private_opener
 

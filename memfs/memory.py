@@ -8,7 +8,6 @@ Nothing here knows about FUSE or click.
 
 from __future__ import annotations
 
-
 import contextlib
 import dataclasses
 import datetime as dt
@@ -37,26 +36,24 @@ from memfs.history.keeper import (
 from memfs.history.provenance import BESIDE, CLI, MCP, MOUNT, Provenance  # noqa: F401
 from memfs.history.store import FAILURES as HISTORY_FAILURES
 from memfs.history.store import Forgotten, HistoryError, Version  # noqa: F401
-from memfs.index.backlog import Backlog, still_to_chunk
-from memfs.index.deferred import PathLocks, threshold
-from memfs.index.backlog import read as read_backlog
-from memfs.index.embeddings import EmbeddingError, NoProvider, Provider, make_provider, provider_identity
-from memfs.index.embedturns import EmbedTurns
-from memfs.index.messages import as_text as messages_as_text
-from memfs.index.messages import parse_jsonl, session_header
-from memfs.index.indexer import (
-    Indexer,
-    Outcome,
-    Progress,
+from memfs.index.bigwrites import PathLocks, threshold
+from memfs.index.embedding.backlog import Backlog, still_to_chunk
+from memfs.index.embedding.backlog import read as read_backlog
+from memfs.index.embedding.choice import make_provider
+from memfs.index.embedding.fingerprint import (
     fingerprint,
     fingerprint_change,
     kept_reading,
     reading_mode,
     reading_words,
-    replace_index_file,
     serves,
 )
-from memfs.index.search import (  # noqa: F401  (front ends take them from here)
+from memfs.index.embedding.providers import EmbeddingError, NoProvider, Provider, provider_identity
+from memfs.index.embedding.turns import EmbedTurns
+from memfs.index.indexer import Indexer, Outcome, Progress, replace_index_file
+from memfs.index.search import agents as across
+from memfs.index.search.agents import NotReadable  # noqa: F401  (front ends take it from here)
+from memfs.index.search.hybrid import (  # noqa: F401  (front ends take them from here)
     QUERY_EMBED_CHARS,
     BadOption,
     SearchOptions,
@@ -66,25 +63,25 @@ from memfs.index.search import (  # noqa: F401  (front ends take them from here)
     hybrid_search,
     parse_options,
 )
-from memfs.index import across
-from memfs.index.across import NotReadable  # noqa: F401  (front ends take it from here)
-from memfs.index.backend import IndexUnavailable, open_store
-from memfs.index.interface import IndexOffline, IndexStore  # noqa: F401  (front ends take IndexOffline from here)
-from memfs.index.outage import Outage
+from memfs.index.storage.backend import IndexUnavailable, open_store
+from memfs.index.storage.interface import IndexOffline, IndexStore  # noqa: F401  (front ends take IndexOffline from here)
+from memfs.index.storage.outage import Outage
+from memfs.index.storage.sqlite.store import Store
+from memfs.index.text.messages import as_text as messages_as_text
+from memfs.index.text.messages import parse_jsonl, session_header
 from memfs.indexmove import IndexInUse, MoveRefused, move_index  # noqa: F401  (front ends take them from here)
-from memfs.index.store import Store
 from memfs.privacy import Privacy, read_visible
 from memfs.render import bundle as bundle_render
 from memfs.state import StatePaths, WorkspaceIdentity, locate
-from memfs.userdirs import private_opener
 from memfs.sync import protocol as sync_protocol
 from memfs.sync.store import IngestResult, SyncStore, SyncStoreError
+from memfs.userdirs import private_opener
 from memfs.versions import Versions, VersionsError  # noqa: F401
 from memfs.workspace import (
     LONG_TERM_NAMES,
+    SYNC_DIR,
     FileKind,
     OutsideWorkspace,
-    SYNC_DIR,
     classify,
     is_memory,
     iter_memory_files,
@@ -240,7 +237,7 @@ class Memory:
         self._check_workspace()
 
     def _catch_up(self) -> list[Outcome]:
-        """The index's server answers again (:mod:`memfs.index.outage`): the checks a start
+        """The index's server answers again (:mod:`memfs.index.storage.outage`): the checks a start
         while it was away put off, then the index reconciled with the files."""
         if self._unchecked:
             with open(self._setup, "a", opener=private_opener) as setup:
@@ -481,7 +478,7 @@ class Memory:
         ``who``: its new content is kept as a version, then indexed.  ``appended_from``: nothing
         before this offset was written since its last version (see History.changed).  ``defer``:
         a big write gets its keyword rows only (Outcome.provisional; :meth:`complete` does the
-        rest, see :mod:`memfs.index.deferred`)."""
+        rest, see :mod:`memfs.index.bigwrites`)."""
         # Under the path's lock: a watcher in this process that sees the write before its writer
         # got here waits, then finds the version kept already (not one of its own, "via watcher").
         with self._indexing.held(rel):
@@ -517,11 +514,11 @@ class Memory:
     def reconcile_index(self) -> list[Outcome]:
         """The index (not the history) in step with the files, beside writes being indexed: a
         mount's privacy change, and the catch-up after the index's server was away (see
-        :mod:`memfs.index.outage`); writes indexed meanwhile are not undone (each path's lock)."""
+        :mod:`memfs.index.storage.outage`); writes indexed meanwhile are not undone (each path's lock)."""
         return self.indexer.reconcile(hold=self._indexing.held)
 
     def provisional_paths(self) -> list[str]:
-        """Files whose exact chunks are still owed (see :mod:`memfs.index.deferred`); none while
+        """Files whose exact chunks are still owed (see :mod:`memfs.index.bigwrites`); none while
         the index's server is away (the catch-up's reconcile completes them)."""
         try:
             return self.store.provisional_paths()
@@ -652,9 +649,9 @@ class Memory:
         agents: tuple[str, ...] = (),
     ) -> SearchResponse:
         """Search the memory; ``options`` shape the query (scope, dates, mmr, decay; see
-        :mod:`memfs.index.search`), ``max_results``/``min_score`` override theirs.  ``agents``:
+        :mod:`memfs.index.search.hybrid`), ``max_results``/``min_score`` override theirs.  ``agents``:
         other agents whose public memory is searched too, through this login's reader grants
-        (:mod:`memfs.index.across`); NotReadable naming one that may not be read.  An index whose
+        (:mod:`memfs.index.search.agents`); NotReadable naming one that may not be read.  An index whose
         server is away answers no results and says so (SearchResponse.unavailable)."""
         readers = across.open_readers(self.cfg, agents)  # before anything: refused means no rows at all
         try:
@@ -1047,7 +1044,7 @@ class Memory:
             "indexed": self.store.get_meta("reconciled_at") is not None,
             **{key: n for key, n in counts.items() if not key.startswith("provisional_")},
             **self._progress(counts, include_private=not privacy.shared),
-            # Big writes keyword-indexed whose exact chunks are still being made (memfs.index.deferred).
+            # Big writes keyword-indexed whose exact chunks are still being made (memfs.index.bigwrites).
             "provisional": [p for p in self.store.provisional_paths(include_private=not privacy.shared)
                             if not privacy.hides(p)],
             "provider": self.cfg.embedding.provider,
@@ -1064,7 +1061,7 @@ class Memory:
         if kept := kept_reading(recorded, reading_mode(self.cfg, self.cfg.embedding.provider)):
             info["reading_wanted"] = reading_words(kept)  # until `memfs index --rebuild`
         if self.cfg.embedding.provider == "local" and self.cfg.embedding.service:
-            from memfs.index.embedclient import service_record
+            from memfs.index.embedding.client import service_record
 
             info["embedding_service"] = service_record(self.cfg.embedding)
         if self.history is not None and not privacy.shared:

@@ -22,7 +22,6 @@ from typing import Callable, Mapping
 from memfs.mountinfo import FSNAME, memfs_mount_containing, mountinfo_rows, unescape  # noqa: F401 (FSNAME, memfs_mount_containing: imported from here)
 
 
-
 class MountError(RuntimeError):
     """Why a mount cannot be made (or removed); the message says how to fix it."""
 

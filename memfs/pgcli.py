@@ -36,7 +36,7 @@ def _agent(value: str, option: str) -> str:
 def _server_errors() -> Iterator[None]:
     """PgError as it is; any other error from the server (a DSN without the rights, say) in one
     line, never a traceback."""
-    from memfs.index.pg.connect import PgError
+    from memfs.index.storage.postgres.connect import PgError
 
     try:
         yield
@@ -108,7 +108,7 @@ def register(main: click.Group) -> None:
     @click.argument("dsn", required=False)
     def init(dsn: str | None) -> None:
         """Create the memfs schema in the database DSN names, or upgrade it (idempotent)."""
-        from memfs.index.pg.schema import init as init_schema
+        from memfs.index.storage.postgres.schema import init as init_schema
 
         with _server_errors():
             before, after, vector = init_schema(_dsn(dsn, "memfs pg init DSN"))
@@ -134,7 +134,7 @@ def register(main: click.Group) -> None:
               reader: str | None, reader_workspace: str | None, revoke: bool) -> None:
         """Create or rotate the login role of one (workspace, agent): the last line printed is the
         DSN its mounts and commands use.  With --reader, grant (or --revoke) reading instead."""
-        from memfs.index.pg.roles import grant_login, grant_reader
+        from memfs.index.storage.postgres.roles import grant_login, grant_reader
 
         given: dict[str, Any] = ctx.find_root().obj or {}
         workspace = workspace or (str(given["workspace"]) if given.get("workspace") else None) \

@@ -59,7 +59,7 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000,300000")
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
-    from memfs.index.store import Store
+    from memfs.index.storage.sqlite.store import Store
 
     print(f"{'entries':>8} | {'bytes/entry':>11} {'before':>7} {'limit':>6} | {'count ms':>8} {'before':>7} "
           f"{'read file':>9} | {'lookup of 64 ms':>15} {'before':>7}")

@@ -7,7 +7,7 @@ embeddings plus noise, drawn per tenant from a seeded generator so both backends
 ones.  Each backend is written by 4 concurrent writers through the store's own ``replace_file``
 (chunks, units and their packed vectors, the keyword index: FTS5 on SQLite, postings and
 statistics on PostgreSQL, as each tenant's own login role), then searched by
-:func:`memfs.index.search.hybrid_search` (keyword side, KNN, unit scoring, snippets) with 1 and 4
+:func:`memfs.index.search.hybrid.hybrid_search` (keyword side, KNN, unit scoring, snippets) with 1 and 4
 concurrent clients, each query on a random one of 16 tenants, each client with its own store per
 tenant (as one process per agent would be).  The query's embedding is made beforehand for both
 (the same cost on either: its p50 is printed apart).
@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import queue
 import random
+import sys
 import tempfile
 import threading
 import time
@@ -27,17 +28,16 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import sys
-
 import numpy as np
 
 from memfs.config import load_config
-from memfs.index.embeddings import provider_identity
-from memfs.index.indexer import fingerprint, text_hash
-from memfs.index.search import SearchParams, hybrid_search
-from memfs.index.store import FileRecord, Store
-from memfs.index.text import fts_body
-from memfs.index.units import plain
+from memfs.index.embedding.fingerprint import fingerprint, text_hash
+from memfs.index.embedding.providers import provider_identity
+from memfs.index.search.hybrid import SearchParams, hybrid_search
+from memfs.index.storage.records import FileRecord
+from memfs.index.storage.sqlite.store import Store
+from memfs.index.text.keywords import fts_body
+from memfs.index.text.units import plain
 from memfs.memory import Memory
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # pg.py: the throwaway server
@@ -150,7 +150,7 @@ def search_all(fleet: Fleet, open_store: Callable[[int], object], jobs: list, pa
 
 def run(args, dev: Path, questions: Callable, real_chunks: Callable) -> int:
     """The fleet benchmark (``args``: bench_search's, with backend, chunks, tenants, queries)."""
-    from bench_pg import build_corpus  # the same data building as the primitives' benchmark
+    from benchdata import build_corpus  # the same data building as the primitives' benchmark
 
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     started = time.perf_counter()
@@ -234,8 +234,8 @@ def _postgres(fleet: Fleet, jobs: list, params: SearchParams) -> dict[str, float
     import psycopg
     from pg import throwaway_server
 
-    from memfs.index.pg import roles, schema
-    from memfs.index.pg.store import PgStore
+    from memfs.index.storage.postgres import roles, schema
+    from memfs.index.storage.postgres.store import PgStore
 
     with throwaway_server() as server:
         schema.init(server.dsn)

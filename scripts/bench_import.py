@@ -38,8 +38,8 @@ MEMFS = [sys.executable, "-m", "memfs"]
 
 def raw_rate(texts: list[str], seconds: float) -> float:
     """Pieces of text per second the model alone reads, the texts packed into full windows."""
-    from memfs.index.embeddings import LocalProvider
-    from memfs.index.embedwork import pieces
+    from memfs.index.embedding.providers import LocalProvider
+    from memfs.index.embedding.workratio import pieces
 
     model = LocalProvider()
     windows = bench_index._windows(texts, model.tokenizer, model.max_pieces - 2)
@@ -64,8 +64,8 @@ def main() -> int:
     if not qs:
         raise SystemExit(f"no LoCoMo questions under {args.dev} (--dev)")
 
-    from memfs.index.embeddings import LocalProvider
-    from memfs.index.embedwork import indexed_texts, pieces
+    from memfs.index.embedding.providers import LocalProvider
+    from memfs.index.embedding.workratio import indexed_texts, pieces
 
     tmp = Path(tempfile.mkdtemp(prefix="memfs-import-"))
     runtime = tmp / "run"

@@ -10,7 +10,7 @@ conversation its own workspace):
 
 - work ratio: word pieces the model reads ([CLS] and [SEP] counted: they are computed like any
   piece; padding reported apart) per word piece indexed (each line of the files once, as
-  memfs.index.embedwork defines it), measured by the local provider itself while
+  memfs.index.embedding.workratio defines it), measured by the local provider itself while
   Memory.embed_pending embeds everything, in this process, with an empty embedding cache.
 - raw model: LocalProvider in this process reading the same text once, its lines packed into
   windows as long as the model reads (254 pieces and [CLS]/[SEP]), in calls of 64 windows:
@@ -112,7 +112,7 @@ def _memory(ws: Path, agent: str, state: Path, provider: object = None, **settin
 
 
 def _indexed(ws: Path, tokenizer: object) -> tuple[int, list[str]]:
-    from memfs.index.embedwork import indexed_texts, pieces
+    from memfs.index.embedding.workratio import indexed_texts, pieces
 
     texts = []
     for path in sorted(p for p in ws.rglob("*") if p.is_file()):
@@ -138,7 +138,7 @@ def _windows(texts: list[str], tokenizer: object, body: int) -> list[str]:
 def work(args: argparse.Namespace) -> int:
     from memfs import embedder
     from memfs.commands import INDEX_BATCH
-    from memfs.index.embeddings import LocalProvider
+    from memfs.index.embedding.providers import LocalProvider
 
     reading = "once" if args.read_once else args.reading
     extra = {"once": {"embedding.read_once": "true"}, "whole": {"embedding.late_chunking": "off"},
@@ -233,7 +233,7 @@ def _stop_service() -> None:
     import signal
 
     from memfs.config import EmbeddingConfig
-    from memfs.index.embedclient import service_record
+    from memfs.index.embedding.client import service_record
 
     record = service_record(EmbeddingConfig())
     if record and "pid" in record:

@@ -35,7 +35,7 @@ DEV = ROOT.parent / "shared" / "bench" / "locomo-dev"
 MEMFS = [sys.executable, "-m", "memfs"]
 MODEL_ALONE = """
 import sys
-from memfs.index.embeddings import LocalProvider
+from memfs.index.embedding.providers import LocalProvider
 p = LocalProvider()
 p.embed([open(f).read()[:3000] for f in sys.argv[1:]] * 4)
 for line in open('/proc/self/status'):
@@ -135,7 +135,7 @@ def measure(base: Path, count: int, service: bool) -> dict[str, float]:
 THROUGHPUT = """
 import json, statistics, sys, time
 from memfs.config import EmbeddingConfig
-from memfs.index.embeddings import make_provider
+from memfs.index.embedding.choice import make_provider
 texts = json.loads(open(sys.argv[1]).read())
 service = make_provider(EmbeddingConfig())
 here = make_provider(EmbeddingConfig(service=False))

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from pg import scratch_database, throwaway_server  # noqa: E402
 
 from memfs.config import load_config  # noqa: E402
-from memfs.index.pg import roles, schema  # noqa: E402
+from memfs.index.storage.postgres import roles, schema  # noqa: E402
 from memfs.indexmove import move_index  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
 from memfs.workspaceid import workspace_id  # noqa: E402

@@ -103,7 +103,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     os.environ[KEY_ENV] = "sk-test"
     from memfs.config import EmbeddingConfig
-    from memfs.index.embeddings import OpenAIProvider
+    from memfs.index.embedding.providers import OpenAIProvider
 
     loops = [multiprocessing.Process(target=busy, daemon=True) for _ in range(args.load)]
     for loop in loops:

@@ -10,7 +10,7 @@ server (tests/pg.py), or MEMFS_PG_DSN's.  Measured, as each tenant's own login r
 
 - insert throughput with 4 concurrent writers (chunk rows with vectors, postings, df, stats);
 - bytes per chunk (pg_total_relation_size of every memfs table, after the HNSW indexes);
-- keyword top-50 (memfs.index.pg.keyword), KNN top-50 (memfs.index.pg.knn: exact scan and
+- keyword top-50 (memfs.index.storage.postgres.keyword), KNN top-50 (memfs.index.storage.postgres.knn: exact scan and
   HNSW with iterative scan), and both one after the other ("hybrid primitives"), p50/p95 with 1
   and 4 concurrent clients, each query on a random tenant;
 - the same on SQLite: one Store per tenant (memfs's layout), keyword_candidates (FTS5 bm25)
@@ -38,36 +38,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import psycopg  # noqa: E402
-from bench_search import DEV, pct, questions, real_chunks, real_turns, synthetic_log  # noqa: E402
+from benchdata import DEV, build_corpus, pct, questions, real_chunks, real_turns, synthetic_log  # noqa: E402,F401
 from pg import throwaway_server  # noqa: E402
 
 from memfs.config import load_config  # noqa: E402
-from memfs.index.chunking import chunk_markdown  # noqa: E402
-from memfs.index.indexer import text_hash  # noqa: E402
-from memfs.index.pg import keyword, knn, roles, schema, terms  # noqa: E402
-from memfs.index.store import FileRecord, Store  # noqa: E402
-from memfs.index.text import fts_body, match_expression, search_terms  # noqa: E402
-from memfs.index.units import plain  # noqa: E402
+from memfs.index.embedding.fingerprint import text_hash  # noqa: E402
+from memfs.index.storage.postgres import keyword, knn, roles, schema, terms  # noqa: E402
+from memfs.index.storage.records import FileRecord  # noqa: E402
+from memfs.index.storage.sqlite.store import Store  # noqa: E402
+from memfs.index.text.keywords import fts_body, match_expression, search_terms  # noqa: E402
+from memfs.index.text.units import plain  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
 
 POOL = 50
-
-
-def build_corpus(total: int, tenants: int, seed: int = 1) -> list[list[tuple[str, list]]]:
-    """Per tenant: its files as (path, chunks)."""
-    turns = real_turns(DEV)
-    pick = random.Random(seed)
-    per = total // tenants
-    corpus = []
-    for _ in range(tenants):
-        files, written, day = [], 0, 0
-        while written < per:
-            chunks = chunk_markdown(synthetic_log(turns, pick, 120), 400, 80)[: per - written]
-            files.append((f"memory/bench-{day:05d}.md", chunks))
-            written += len(chunks)
-            day += 1
-        corpus.append(files)
-    return corpus
 
 
 def literal(vector: np.ndarray) -> str:

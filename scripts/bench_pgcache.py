@@ -36,12 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import psycopg  # noqa: E402
-from bench_search import DEV  # noqa: E402
+from benchdata import DEV  # noqa: E402
 from pg import throwaway_server  # noqa: E402
 
 from memfs.config import load_config  # noqa: E402
-from memfs.index.embeddings import make_provider  # noqa: E402
-from memfs.index.pg import roles, schema  # noqa: E402
+from memfs.index.embedding.choice import make_provider  # noqa: E402
+from memfs.index.storage.postgres import roles, schema  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
 from memfs.workspace import init_workspace  # noqa: E402
 from memfs.workspaceid import workspace_id  # noqa: E402

@@ -3,7 +3,7 @@
 
     python scripts/bench_postings.py [--chunks 10000] [--tenants 10] [--queries 60]
 
-- ``rows``: memfs's layout (memfs.index.pg.terms.add): one row per (chunk, term) in
+- ``rows``: memfs's layout (memfs.index.storage.postgres.terms.add): one row per (chunk, term) in
   ``chunk_terms``, keyed (tenant, private, term, chunk) INCLUDE (tf, length), plus an index on
   chunk_id for removals;
 - ``rows-no-chunk-index``: the same without the chunk_id index (removals would have to find a
@@ -17,7 +17,7 @@
 Each layout in its own database, written by 4 concurrent writers as each tenant's login role (RLS
 on), chunk rows without vectors (the postings are what differs); then bytes per chunk of the
 postings table and of everything, chunks per second, and keyword top-50 p50/p95 with 1 client
-(memfs.index.pg.keyword's query; for ``blocks`` its postings read unnests the arrays), with the
+(memfs.index.storage.postgres.keyword's query; for ``blocks`` its postings read unnests the arrays), with the
 scores of ``blocks`` checked equal to ``rows``'s.  The load average is printed on every line.
 """
 
@@ -36,12 +36,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import psycopg  # noqa: E402
-from bench_pg import build_corpus  # noqa: E402
-from bench_search import DEV, pct, questions  # noqa: E402
+from benchdata import DEV, build_corpus, pct, questions  # noqa: E402
 from pg import scratch_database, throwaway_server  # noqa: E402
 
-from memfs.index.pg import keyword, roles, schema, terms  # noqa: E402
-from memfs.index.text import fts_body, match_expression, search_terms  # noqa: E402
+from memfs.index.storage.postgres import keyword, roles, schema, terms  # noqa: E402
+from memfs.index.text.keywords import fts_body, match_expression, search_terms  # noqa: E402
 
 _ROWS_POSTINGS = """postings AS MATERIALIZED (
     SELECT c.term, c.chunk_id, c.tf, c.length FROM memfs.chunk_terms c

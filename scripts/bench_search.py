@@ -7,7 +7,7 @@ vs FTS5-only vs the physical limits, quiet or under load.
         indexes again, e.g. with other code on PYTHONPATH: before/after in one sitting)
     python scripts/bench_search.py --backend sqlite|postgres|both [--chunks 100000] [--tenants 100]
         a fleet: each backend written by 4 writers through its store and searched through
-        memfs.index.search with 1 and 4 clients, the two compared in one run (scripts/bench_fleet.py)
+        memfs.index.search.hybrid with 1 and 4 clients, the two compared in one run (scripts/bench_fleet.py)
 
 What is measured, all in one run on this machine:
 - model throughput: the local provider embedding real 400-token LoCoMo chunks (chunks/s), and
@@ -54,58 +54,18 @@ from pathlib import Path
 import numpy as np
 
 from memfs.config import load_config
-from memfs.index.chunking import chunk_markdown
-from memfs.index.embeddings import provider_identity
-from memfs.index.indexer import fingerprint, text_hash
-from memfs.index.search import SearchParams
-from memfs.index.store import FileRecord, Store
-from memfs.index.text import fts_body, match_expression, search_terms
-from memfs.index.units import plain
+from memfs.index.embedding.fingerprint import fingerprint, text_hash
+from memfs.index.embedding.providers import provider_identity
+from memfs.index.search.hybrid import SearchParams
+from memfs.index.storage.records import FileRecord
+from memfs.index.storage.sqlite.store import Store
+from memfs.index.text.chunking import chunk_markdown
+from memfs.index.text.keywords import fts_body, match_expression, search_terms
+from memfs.index.text.units import plain
 from memfs.memory import Memory
 from memfs.state import locate
 
-DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "locomo-dev"
-
-
-def real_chunks(dev: Path) -> list[str]:
-    texts = []
-    for path in sorted(dev.glob("conv-*/memory/*.md")):
-        texts += [c.text for c in chunk_markdown(path.read_text(), 400, 80)]
-    return texts
-
-
-def real_turns(dev: Path) -> list[tuple[str, str]]:
-    """(speaker, text) of every turn of the dev set's daily logs."""
-    turns = []
-    for path in sorted(dev.glob("conv-*/memory/*.md")):
-        speaker = ""
-        for line in path.read_text().splitlines():
-            if line.startswith("## "):
-                speaker = line.split(" - ", 1)[-1]
-            elif line.strip() and not line.startswith("#"):
-                turns.append((speaker, line.strip()))
-    return turns
-
-
-def synthetic_log(turns: list[tuple[str, str]], pick: random.Random, count: int) -> str:
-    minute = pick.randrange(8 * 60, 20 * 60)
-    out = []
-    for speaker, text in pick.sample(turns, count):
-        minute += pick.randrange(1, 4)
-        out.append(f"## {minute // 60 % 24:02d}:{minute % 60:02d} - {speaker}\n\n{text}\n")
-    return "\n".join(out)
-
-
-def questions(dev: Path, n: int) -> list[str]:
-    qs = []
-    for path in sorted(dev.glob("conv-*/qa.json")):
-        qs += [q["question"] for q in json.loads(path.read_text()) if q.get("category") != 5]
-    random.Random(7).shuffle(qs)
-    return qs[:n]
-
-
-def pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) * 1000
+from benchdata import DEV, pct, questions, real_chunks, real_turns, synthetic_log  # noqa: E402,F401
 
 
 def rss_of_fresh_process(workspace: str, state_dir: str, agent: str, queries: list[str]) -> dict[str, float]:

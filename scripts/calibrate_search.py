@@ -5,8 +5,8 @@ conversations they were not fitted on.
     python scripts/calibrate_search.py ../shared/bench/locomo-dev [--sources md,jsonl]
 
 Fitted on both copies of every conversation (Markdown daily logs and ClawGPT sync JSONL), one set
-of constants per copy (Markdown units, and messages: see memfs/index/scoring.py), each calibrated to
-the same probability so that one min_score means the same on both.  Features are the ones search computes (memfs.index.search.score_units): keyword coverage, the
+of constants per copy (Markdown units, and messages: see memfs/index/search/scoring.py), each calibrated to
+the same probability so that one min_score means the same on both.  Features are the ones search computes (memfs.index.search.hybrid.score_units): keyword coverage, the
 unit's cosine, its chunk's cosine.
 
 1. Ranking weights: a logistic regression telling each question's evidence units from the other
@@ -21,7 +21,7 @@ Then, leave one conversation out: fitted on four (both sources; the unrelated pa
 never involve the held-out conversation), the fifth is searched with those constants in each
 source (R@6, MRR@10, visible@6, answered@own, false-positive rate at several min_score values):
 figures for chats the constants have never seen.  The constants fitted on all five are printed
-for memfs/index/scoring.py, and everything is written beside this script: calibrate_search_once.json
+for memfs/index/search/scoring.py, and everything is written beside this script: calibrate_search_once.json
 when Markdown is read once (the default), calibrate_search.json when it is read whole.
 """
 
@@ -41,9 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_locomo  # noqa: E402  (same folder)
 
 from memfs.config import parse_override  # noqa: E402
-from memfs.index import scoring  # noqa: E402
-from memfs.index.latechunks import read_as  # noqa: E402
-from memfs.index.search import Scope, SearchOptions, score_units  # noqa: E402
+from memfs.index.embedding.late import read_as  # noqa: E402
+from memfs.index.search.hybrid import (  # noqa: E402
+    Scope,
+    SearchOptions,
+    score_units,
+    scoring,  # noqa: E402
+)
 from memfs.memory import Memory  # noqa: E402
 from memfs.workspace import FileKind  # noqa: E402
 
@@ -218,7 +222,7 @@ def main() -> int:
         for source in sources:
             weights, platt, keyword = fitted(convs, source)
             where = f"{markdown_name} = Constants(...)" if source == "md" else "MESSAGE = Constants(...)"
-            print(f"\n{source}: fitted on all conversations (for memfs/index/scoring.py, {where}):")
+            print(f"\n{source}: fitted on all conversations (for memfs/index/search/scoring.py, {where}):")
             print(f"rk, ru, rc = {', '.join(f'{v:.2f}' for v in weights)}")
             print(f"a, b = {', '.join(f'{v:.2f}' for v in platt)}")
             print(f"k0, k1 = {', '.join(f'{v:.2f}' for v in keyword)}")

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memfs.config import load_config, parse_override
-from memfs.index import tokens
-from memfs.index.text import query_terms
+from memfs.index.text import tokens
+from memfs.index.text.keywords import query_terms
 from memfs.memory import Memory
 
 KS = (1, 3, 5, 6, 10)
@@ -159,7 +159,7 @@ def pg_logins(overrides: list[tuple[str, str]]):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
     from pg import scratch_database, throwaway_server
 
-    from memfs.index.pg import roles, schema
+    from memfs.index.storage.postgres import roles, schema
     from memfs.workspaceid import workspace_id
 
     with throwaway_server() as server, scratch_database(server.dsn, "memfs_eval") as admin:

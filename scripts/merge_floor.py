@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Measure what the snippet-join constants of memfs/index/search.py are percentiles of, on the
+"""Measure what the snippet-join constants of memfs/index/search/hybrid.py are percentiles of, on the
 LoCoMo dev set, for the reading mode the settings give:
 
     python scripts/merge_floor.py ../shared/bench/locomo-dev [--source md|jsonl] [--set key=value ...]
@@ -32,14 +32,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_locomo  # noqa: E402  (same folder)
 
 from memfs.config import parse_override  # noqa: E402
-from memfs.index.search import MERGE_COHERENCE, Scope, SearchOptions, score_units  # noqa: E402
+from memfs.index.search.hybrid import MERGE_COHERENCE, Scope, SearchOptions, score_units  # noqa: E402
 
 
 def unit_vectors(memory) -> dict[int, list[np.ndarray]]:
     """Each chunk's unit vectors in line order (twins once: the first of each span)."""
     out: dict[int, list[np.ndarray]] = {}
     ids = [int(r[0]) for r in memory.store.conn.execute("SELECT id FROM chunks ORDER BY id")]
-    from memfs.index.vectors import unpack_unit_vector
+    from memfs.index.storage.vectors import unpack_unit_vector
     seen: set[tuple[int, int, int]] = set()
     for unit in memory.store.units_of(ids):
         key = (unit.chunk_id, unit.start_line, unit.end_line)

@@ -102,7 +102,7 @@ def pg_index(pg_server) -> Iterator[Callable[..., str]]:
     of (workspace, agent), or of its shared-mode role (granted once: ``memfs pg grant``'s code)."""
     from pg import scratch_database
 
-    from memfs.index.pg import roles, schema
+    from memfs.index.storage.postgres import roles, schema
     from memfs.workspaceid import workspace_id
 
     with scratch_database(pg_server.dsn, "memfs_index") as admin:

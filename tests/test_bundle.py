@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import write
 
-from memfs.index import tokens
+from memfs.index.text import tokens
 from memfs.memory import UnknownMode
 from memfs.render.bundle import allocate, truncate
 

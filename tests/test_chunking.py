@@ -1,8 +1,8 @@
 import json
 
-from memfs.index import tokens
-from memfs.index.chunking import chunk_markdown, chunk_messages
-from memfs.index.messages import Message, parse_jsonl
+from memfs.index.text import tokens
+from memfs.index.text.chunking import chunk_markdown, chunk_messages
+from memfs.index.text.messages import Message, parse_jsonl
 
 
 def test_lines_are_one_based_and_cover_the_file() -> None:
@@ -121,7 +121,7 @@ def test_a_chat_title_is_its_messages_context() -> None:
 
 
 def test_a_session_header_titles_its_messages_even_in_an_appended_tail() -> None:
-    from memfs.index.messages import session_header
+    from memfs.index.text.messages import session_header
 
     header = '{"type":"session","id":"s1","timestamp":"2026-01-26T09:59:00Z"}'
     turn = '{"type":"message","timestamp":"2026-01-26T10:00:00Z","message":{"role":"user","content":"Deploy"}}'

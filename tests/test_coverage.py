@@ -1,5 +1,5 @@
 """The query terms each unit holds, found in one FTS5 pass, are exactly those its own tokens give
-(memfs.index.text.stems of its keyword text): the keyword signal of every score is unchanged."""
+(memfs.index.text.keywords.stems of its keyword text): the keyword signal of every score is unchanged."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 from conftest import write
 
-from memfs.index.coverage import terms_present
-from memfs.index.text import query_terms, stems
+from memfs.index.search.coverage import terms_present
+from memfs.index.text.keywords import query_terms, stems
 
 MEMORY = """# Memory
 

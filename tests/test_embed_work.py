@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memfs.index import readings
-from memfs.index.embeddings import LocalProvider
-from memfs.index.embedwork import indexed_texts, pieces
-from memfs.index.units import plain
-from memfs.index.vectors import unpack_unit_vector
+from memfs.index.embedding import readings
+from memfs.index.embedding.providers import LocalProvider
+from memfs.index.embedding.workratio import indexed_texts, pieces
+from memfs.index.storage.vectors import unpack_unit_vector
+from memfs.index.text.units import plain
 from memfs.memory import Memory
 from memfs.render.status import render_status
 

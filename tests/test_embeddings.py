@@ -9,7 +9,8 @@ from conftest import write
 from openai_server import DIMS, EmbeddingServer
 
 from memfs.config import EmbeddingConfig
-from memfs.index.embeddings import EmbeddingError, LocalProvider, OpenAIProvider, make_provider
+from memfs.index.embedding.choice import make_provider
+from memfs.index.embedding.providers import EmbeddingError, LocalProvider, OpenAIProvider
 
 
 def test_local_model_is_normalised_and_meaningful() -> None:

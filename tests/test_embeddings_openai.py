@@ -18,7 +18,7 @@ from openai_server import DIMS, EmbeddingServer, bag_of_words
 from memfs import commands
 from memfs.config import EmbeddingConfig
 from memfs.embedder import BackgroundEmbedder
-from memfs.index.embeddings import EmbeddingError, OpenAIProvider
+from memfs.index.embedding.providers import EmbeddingError, OpenAIProvider
 
 KEY_ENV = "MEMFS_TEST_KEY"
 DELAY_S = 0.05

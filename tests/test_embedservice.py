@@ -21,7 +21,8 @@ import pytest
 from mounts import clean_env, wait_until
 
 from memfs.config import EmbeddingConfig
-from memfs.index.embeddings import LocalProvider, make_provider
+from memfs.index.embedding.choice import make_provider
+from memfs.index.embedding.providers import LocalProvider
 from memfs.mounttable import alive
 
 TEXTS = ["The ferry to Hydra leaves at nine.", "Caroline went to the LGBTQ support group on Tuesday.",
@@ -32,8 +33,8 @@ TEXTS = ["The ferry to Hydra leaves at nine.", "Caroline went to the LGBTQ suppo
 CLIENT = """
 import hashlib, json, sys
 from memfs.config import EmbeddingConfig
-from memfs.index.embeddings import make_provider
-from memfs.index.embedclient import service_record
+from memfs.index.embedding.choice import make_provider
+from memfs.index.embedding.client import service_record
 cfg = EmbeddingConfig()
 rows = make_provider(cfg).embed(json.loads(sys.argv[1]))
 print(json.dumps({"pid": service_record(cfg)["pid"], "vectors": rows.tobytes().hex(),
@@ -131,7 +132,7 @@ def test_a_runtime_folder_others_can_enter_is_not_used(tmp_path: Path, monkeypat
     assert isinstance(provider, LocalProvider)  # the model in this process, not a planted socket
     assert "is not a private folder" in caplog.text
     assert not list((base / "memfs").iterdir())
-    from memfs.index.embedclient import service_record
+    from memfs.index.embedding.client import service_record
     from memfs.render.status import render_status
 
     info = {"workspace": "w", "agent": "main", "files": 0, "skipped": 0, "chunks": 0, "pending": 0,
@@ -258,8 +259,8 @@ def test_status_says_where_the_model_is_without_loading_it(runtime: Path, worksp
 
 def test_a_stopped_service_is_given_up_on_in_seconds_and_used_again_when_it_resumes(
         runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from memfs.index import embedclient
-    from memfs.index.embeddings import EmbeddingError
+    from memfs.index.embedding import client as embedclient
+    from memfs.index.embedding.providers import EmbeddingError
 
     monkeypatch.setattr(embedclient, "COOL_DOWN_S", 2.0)
     provider = make_provider(EmbeddingConfig())

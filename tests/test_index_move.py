@@ -14,8 +14,8 @@ from mounts import memfs_cli
 
 psycopg = pytest.importorskip("psycopg")
 
-from memfs.index.pg.store import PgStore  # noqa: E402
-from memfs.index.store import Store  # noqa: E402
+from memfs.index.storage.postgres.store import PgStore  # noqa: E402
+from memfs.index.storage.sqlite.store import Store  # noqa: E402
 from memfs.memory import Memory, parse_options  # noqa: E402
 
 QUERIES = ["When did Caroline go to the LGBTQ support group?", "a painting of the sun coming up over the lake",

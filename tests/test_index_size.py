@@ -9,9 +9,8 @@ from pathlib import Path
 import pytest
 from conftest import write
 
-from memfs.index.indexer import text_hash
-from memfs.index.store import FTS_TOKENIZER
-from memfs.index.text import fts_body
+from memfs.index.embedding.fingerprint import text_hash
+from memfs.index.text.keywords import FTS_TOKENIZER, fts_body
 
 QUESTION = "When did Caroline go to the LGBTQ support group?"
 
@@ -86,7 +85,7 @@ def test_files_with_problems_are_found_without_reading_every_file(workspace: Pat
 def test_files_being_chunked_are_found_without_reading_every_file(workspace: Path, make_memory, locomo_day) -> None:
     # Every search asks which files are still being chunked (a big write's provisional chunks);
     # it reads the partial index, not every file, and an index without it gets it when opened.
-    from memfs.index.store import PROVISIONAL_HASH, FileRecord
+    from memfs.index.storage.records import PROVISIONAL_HASH, FileRecord
 
     locomo_day(workspace)
     memory = make_memory(workspace)
@@ -305,7 +304,7 @@ def test_a_cache_made_before_keeps_its_pages_and_its_vectors(tmp_path: Path) -> 
     keeps them, and its vectors, and gets the index status counts it by."""
     import apsw
 
-    from memfs.index.store import Store
+    from memfs.index.storage.sqlite.store import Store
 
     cache = tmp_path / "main.embcache.sqlite"
     old = apsw.Connection(str(cache))

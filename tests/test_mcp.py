@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 from conftest import write
-from mounts import clean_env
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mounts import clean_env
 
 SYNC = ('[CLAWGPT-SYNC] {"messages": [{"id": "m-9", "chatId": "c1", "chatTitle": "Trip", "role": "user", '
         '"content": "The ferry to Hydra leaves at 7:40", "timestamp": 1793613600000}]}')

@@ -124,7 +124,7 @@ def test_status_shows_the_backlog_progress_rate_and_time_left(mounted) -> None:
 
 
 def test_the_share_embedded_does_not_fall_back_when_a_big_writes_exact_chunks_arrive(mounted, tmp_path: Path) -> None:
-    """A big write is found by keyword first and chunked exactly after (memfs.index.deferred):
+    """A big write is found by keyword first and chunked exactly after (memfs.index.bigwrites):
     the passages it will make are counted as waiting from the start (estimated), so the share
     of the backlog embedded does not drop when they arrive (a newcomer saw 65%, then 2%)."""
     env = {"MEMFS_STATE_DIR": str(mounted.state)}

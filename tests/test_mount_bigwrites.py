@@ -111,7 +111,7 @@ def cpu_seconds(pid: int) -> float:
 
 
 # Issue #20 asks for 10 MB/s: measured by scripts/bench_write.py, not asserted here (the machine
-# is shared).  These tests hold the shape that makes it possible (memfs.index.deferred): keyword
+# is shared).  These tests hold the shape that makes it possible (memfs.index.bigwrites): keyword
 # rows before close() returns, the exact chunks after, the same as indexing in one step makes.
 
 

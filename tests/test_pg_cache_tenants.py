@@ -12,9 +12,9 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
-from memfs.index.pg import roles, schema  # noqa: E402
-from memfs.index.pg.store import PgStore  # noqa: E402
-from memfs.index.vectors import unpack_unit_vector  # noqa: E402
+from memfs.index.storage.postgres import roles, schema  # noqa: E402
+from memfs.index.storage.postgres.store import PgStore  # noqa: E402
+from memfs.index.storage.vectors import unpack_unit_vector  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
 from memfs.workspace import init_workspace  # noqa: E402
 from memfs.workspaceid import workspace_id  # noqa: E402

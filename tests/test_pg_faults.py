@@ -33,7 +33,7 @@ def own_index(own_server) -> Iterator[Callable[[Path, str], str]]:
     """The memfs schema on own_server, and the login DSN of (workspace, agent)."""
     from pg import scratch_database
 
-    from memfs.index.pg import roles, schema
+    from memfs.index.storage.postgres import roles, schema
     from memfs.workspaceid import workspace_id
 
     with scratch_database(own_server.dsn, "memfs_faults") as admin:

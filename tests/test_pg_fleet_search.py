@@ -15,10 +15,10 @@ from mounts import memfs_cli
 
 psycopg = pytest.importorskip("psycopg")
 
-from memfs.index.pg import roles, schema  # noqa: E402
-from memfs.index.pg.connect import PgError  # noqa: E402
-from memfs.index.pg.store import PgStore  # noqa: E402
-from memfs.index.text import match_expression, search_terms  # noqa: E402
+from memfs.index.storage.postgres import roles, schema  # noqa: E402
+from memfs.index.storage.postgres.connect import PgError  # noqa: E402
+from memfs.index.storage.postgres.store import PgStore  # noqa: E402
+from memfs.index.text.keywords import match_expression, search_terms  # noqa: E402
 from memfs.memory import Memory  # noqa: E402
 from memfs.workspace import init_workspace  # noqa: E402
 from memfs.workspaceid import workspace_id  # noqa: E402

@@ -20,7 +20,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
-from memfs.index.pg import schema  # noqa: E402
+from memfs.index.storage.postgres import schema  # noqa: E402
 from memfs.workspaceid import ID_FILE, WorkspaceIdError, read_id, workspace_id  # noqa: E402
 
 MEMFS = [sys.executable, "-m", "memfs"]

@@ -1,4 +1,4 @@
-"""BM25 on PostgreSQL (memfs.index.pg.terms, memfs.index.pg.keyword) against SQLite FTS5's own
+"""BM25 on PostgreSQL (memfs.index.storage.postgres.terms, memfs.index.storage.postgres.keyword) against SQLite FTS5's own
 bm25 on the same real text: a LoCoMo conversation indexed by the real SQLite Store and by the
 PostgreSQL postings, searched with memfs's MATCH expressions for the conversation's real
 questions.  Ids and scores must agree (1e-9 relative), public and private apart, after deletes,
@@ -19,10 +19,11 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 from pg import scratch_database  # noqa: E402
 
-from memfs.index.chunking import chunk_markdown  # noqa: E402
-from memfs.index.pg import keyword, roles, schema, terms  # noqa: E402
-from memfs.index.store import FileRecord, Store  # noqa: E402
-from memfs.index.text import fts_body, match_expression, search_terms  # noqa: E402
+from memfs.index.storage.postgres import keyword, roles, schema, terms  # noqa: E402
+from memfs.index.storage.records import FileRecord  # noqa: E402
+from memfs.index.storage.sqlite.store import Store  # noqa: E402
+from memfs.index.text.chunking import chunk_markdown  # noqa: E402
+from memfs.index.text.keywords import fts_body, match_expression, search_terms  # noqa: E402
 
 DATA = Path(__file__).parent / "data" / "locomo-conv-26"
 CJK = ("# 笔记\n\n今天我们在东京开会，讨论了新的计划。\n\n明天去京都，东京的会议很成功。\n\n"

@@ -1,4 +1,4 @@
-"""KNN on PostgreSQL (memfs.index.pg.knn) against exact top-20 in numpy: a tenant holding 5% of
+"""KNN on PostgreSQL (memfs.index.storage.postgres.knn) against exact top-20 in numpy: a tenant holding 5% of
 the rows, and a search of public chunks that are 5% of a tenant's, both through the HNSW index
 as the tenant's login role (RLS on), recall >= 0.95; the same public search without pgvector's
 iterative scan shows the trap the module exists for; another tenant's rows, visible to the role
@@ -15,7 +15,7 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 from pg import scratch_database  # noqa: E402
 
-from memfs.index.pg import knn, roles, schema  # noqa: E402
+from memfs.index.storage.postgres import knn, roles, schema  # noqa: E402
 
 DIMS = 64
 K = 20

@@ -29,7 +29,7 @@ def admin_of(own_server) -> Iterator[Callable[[Path, str, bool], str]]:
     import pg
     from pg import scratch_database
 
-    from memfs.index.pg import roles, schema
+    from memfs.index.storage.postgres import roles, schema
     from memfs.workspaceid import workspace_id
 
     with scratch_database(own_server.dsn, "memfs_offline") as admin:

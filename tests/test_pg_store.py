@@ -1,4 +1,4 @@
-"""The index on PostgreSQL (memfs.index.pg.store) through Memory and a real mount: the same
+"""The index on PostgreSQL (memfs.index.storage.postgres.store) through Memory and a real mount: the same
 answers as SQLite, one tenant's store blind to another's rows, and one-line errors at start for a
 backend that cannot work (no DSN, no driver, a wrong password, a server that is not there)."""
 
@@ -15,10 +15,10 @@ from conftest import write
 psycopg = pytest.importorskip("psycopg")
 
 from memfs.config import ConfigError, load_config  # noqa: E402
-from memfs.index.interface import IndexStore  # noqa: E402
-from memfs.index.pg.connect import PgError  # noqa: E402
-from memfs.index.pg.store import PgStore  # noqa: E402
-from memfs.index.store import Store  # noqa: E402
+from memfs.index.storage.interface import IndexStore  # noqa: E402
+from memfs.index.storage.postgres.connect import PgError  # noqa: E402
+from memfs.index.storage.postgres.store import PgStore  # noqa: E402
+from memfs.index.storage.sqlite.store import Store  # noqa: E402
 from memfs.memory import IndexBusy, Memory, parse_options  # noqa: E402
 from memfs.workspace import init_workspace  # noqa: E402
 from memfs.workspaceid import workspace_id  # noqa: E402
@@ -306,7 +306,7 @@ def test_a_command_inside_a_mount_on_postgres_searches_the_mounts_index(workspac
 
 
 def test_a_big_write_is_provisional_then_exact_on_both(workspace: Path, make_config, pg_index) -> None:
-    """A big write's keyword-only chunks (memfs.index.deferred), then its exact ones: the same
+    """A big write's keyword-only chunks (memfs.index.bigwrites), then its exact ones: the same
     answers from both backends at each step."""
     lines = [f"- Line {i}: the weather was mild and the garden quiet." for i in range(400)]
     lines.append("- The Xylophonist closed the day.")

@@ -17,8 +17,8 @@ from conftest import write
 psycopg = pytest.importorskip("psycopg")
 from pgvector.psycopg import register_vector  # noqa: E402
 
-from memfs.index.pg.schema import PARTITIONED, TENANT_TABLES  # noqa: E402
-from memfs.index.pg.store import PgStore  # noqa: E402
+from memfs.index.storage.postgres.schema import PARTITIONED, TENANT_TABLES  # noqa: E402
+from memfs.index.storage.postgres.store import PgStore  # noqa: E402
 from memfs.memory import Memory, parse_options  # noqa: E402
 from memfs.workspace import init_workspace  # noqa: E402
 

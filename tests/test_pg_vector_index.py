@@ -1,4 +1,4 @@
-"""A tenant's HNSW index without an admin (memfs.vector_index, memfs.index.pg.knn.build_index):
+"""A tenant's HNSW index without an admin (memfs.vector_index, memfs.index.storage.postgres.knn.build_index):
 a tenant's own login builds the index of its own partition and of no other; a PgStore whose
 tenant reaches knn.EXACT_MAX chunks gets its index by itself, and its KNN query plan reads it;
 an index of an earlier model's dimension goes when the dimension changes."""
@@ -15,10 +15,10 @@ import pytest
 psycopg = pytest.importorskip("psycopg")
 from pg import scratch_database  # noqa: E402
 
-from memfs.index.chunking import Chunk  # noqa: E402
-from memfs.index.pg import knn, roles, schema  # noqa: E402
-from memfs.index.pg.store import PgStore  # noqa: E402
-from memfs.index.store import FileRecord  # noqa: E402
+from memfs.index.storage.postgres import knn, roles, schema  # noqa: E402
+from memfs.index.storage.postgres.store import PgStore  # noqa: E402
+from memfs.index.storage.records import FileRecord  # noqa: E402
+from memfs.index.text.chunking import Chunk  # noqa: E402
 from memfs.workspace import init_workspace  # noqa: E402
 from memfs.workspaceid import workspace_id  # noqa: E402
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import write
 
-from memfs.index.embeddings import LOCAL_MODEL_ID
+from memfs.index.embedding.providers import LOCAL_MODEL_ID
 from memfs.memory import parse_options
 
 index_backend = pytest.fixture(lambda both_backends: both_backends, name="index_backend")  # every test on both
@@ -257,7 +257,7 @@ def test_a_word_in_most_chunks_is_left_out_of_a_large_index_keyword_query_by_its
         workspace: Path, make_memory, monkeypatch: pytest.MonkeyPatch) -> None:
     """informative_terms counts a word by the term FTS5 holds for it: "melanie" is indexed as
     "melani", and looked up as typed it was never found, so never dropped however common."""
-    from memfs.index import search
+    from memfs.index.search import hybrid as search
 
     for day in range(1, 25):
         write(workspace / "memory" / f"2023-05-{day:02d}.md",
@@ -281,8 +281,8 @@ def test_nearest_chunks_are_found_beside_the_keyword_side(workspace: Path, make_
         pytest.skip("SQLite's in-memory matrix: PostgreSQL finds the nearest chunks on the server")
     import threading
 
-    from memfs.index import store as store_module
-    from memfs.index.search import SearchParams, hybrid_search
+    from memfs.index.search.hybrid import SearchParams, hybrid_search
+    from memfs.index.storage.sqlite import store as store_module
 
     monkeypatch.setattr(store_module, "MATRIX_MIN_VECTORS", 1)
     locomo_day(workspace)

@@ -441,8 +441,8 @@ def test_markdown_read_once_takes_context_from_the_passages_around_a_unit(worksp
     constants fitted to such readings."""
     import numpy as np
 
-    from memfs.index import scoring
-    from memfs.index.search import Scope, score_units
+    from memfs.index.search import scoring
+    from memfs.index.search.hybrid import Scope, score_units
 
     write(workspace / "memory" / "2026-11-20.md", FLU_DAY)
     memory = make_memory(workspace)

@@ -1,4 +1,4 @@
-"""A thread waiting for the nearest chunks takes blocks of the matrix product (memfs.index.sharedwork):
+"""A thread waiting for the nearest chunks takes blocks of the matrix product (memfs.index.storage.sharedwork):
 the answer is the one a single thread gives, every block is computed once, and the waiting
 thread never returns while the owner could still read what it writes."""
 
@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from memfs.index import vectors as vectors_module
-from memfs.index.sharedwork import SharedWork, run_shared
-from memfs.index.vectors import VectorMatrix
+from memfs.index.storage import vectors as vectors_module
+from memfs.index.storage.sharedwork import SharedWork, run_shared
+from memfs.index.storage.vectors import VectorMatrix
 
 
 def _matrix(rng: np.random.Generator, count: int, dims: int) -> VectorMatrix:

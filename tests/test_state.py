@@ -12,7 +12,8 @@ from pathlib import Path
 from conftest import write
 
 from memfs.config import load_config
-from memfs.index.store import FileRecord, Store
+from memfs.index.storage.records import FileRecord
+from memfs.index.storage.sqlite.store import Store
 from memfs.memory import Memory
 from memfs.state import locate
 
@@ -95,8 +96,8 @@ def test_a_copy_of_a_workspace_gets_its_own_index(tmp_path: Path) -> None:
 def _legacy_index(state: Path, agent: str, files: dict[str, str]) -> Path:
     """An index file as an earlier memfs left it: ``<agent>.sqlite`` beside the cache, with no
     record of which workspace it was made from."""
-    from memfs.index.chunking import chunk_markdown
-    from memfs.index.indexer import text_hash
+    from memfs.index.embedding.fingerprint import text_hash
+    from memfs.index.text.chunking import chunk_markdown
 
     state.mkdir(parents=True, exist_ok=True)
     path = state / f"{agent}.sqlite"

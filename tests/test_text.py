@@ -1,4 +1,4 @@
-from memfs.index.text import fts_query, query_terms, segment_cjk
+from memfs.index.text.keywords import fts_query, query_terms, segment_cjk
 
 
 def test_fts_syntax_is_neutralised() -> None:

@@ -1,4 +1,4 @@
-"""The pruned keyword query (memfs.index.topk) returns exactly what the full query returns: the
+"""The pruned keyword query (memfs.index.storage.sqlite.topk) returns exactly what the full query returns: the
 same rows, bm25 scores and order, on a real index whose words range from a few rows to most of
 them; it prunes when it can and runs the full query when too few rows can reach its threshold."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from memfs.index.search import Scope, SearchOptions
-from memfs.index.text import match_expression, search_terms
+from memfs.index.search.hybrid import Scope, SearchOptions
+from memfs.index.text.keywords import match_expression, search_terms
 
 DAY = Path(__file__).resolve().parent / "data" / "locomo-2023-05-08.md"
 TURN = re.compile(r"^## \d\d:\d\d - (\w+)\n\n(.+?)\n", re.M)

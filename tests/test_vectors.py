@@ -7,11 +7,12 @@ from pathlib import Path
 
 import numpy as np
 
-from memfs.index import store as store_module
-from memfs.index.chunking import Chunk
-from memfs.index.store import FileRecord, Store
-from memfs.index import vectors as vectors_module
-from memfs.index.vectors import VectorMatrix
+from memfs.index.storage import vectors as vectors_module
+from memfs.index.storage.records import FileRecord
+from memfs.index.storage.sqlite import store as store_module
+from memfs.index.storage.sqlite.store import Store
+from memfs.index.storage.vectors import VectorMatrix
+from memfs.index.text.chunking import Chunk
 
 
 def _fill(store: Store, vectors: np.ndarray, path: str = "memory/a.md") -> None:
@@ -110,7 +111,9 @@ QUESTIONS = ["When did Caroline go to the LGBTQ support group?", "What did Melan
 
 def _unit_blobs(memory) -> dict[str, tuple[bytes, bytes]]:
     """unit hash -> (its stored vector, its float32 vector from the embedding cache)."""
-    from memfs.index.unitrows import HASH_SQL  # a unit's hash is kept as its 32 bytes (schema 7)
+    from memfs.index.storage.sqlite.unitrows import (
+        HASH_SQL,  # a unit's hash is kept as its 32 bytes (schema 7)
+    )
 
     rows = memory.store.conn.execute(
         f"SELECT {HASH_SQL} AS h, u.vector, c.vector FROM units u JOIN cache.embedding_cache c "
@@ -126,7 +129,7 @@ def test_unit_vectors_take_dims_plus_four_bytes_and_rank_as_float32(workspace: P
     dims = memory.provider.dims
     blobs = _unit_blobs(memory)
     assert len(blobs) > 20 and {len(stored) for stored, _ in blobs.values()} == {dims + 4}
-    from memfs.index.vectors import unpack_unit_vectors
+    from memfs.index.storage.vectors import unpack_unit_vectors
     stored = unpack_unit_vectors([s for s, _ in blobs.values()], dims)
     full = np.stack([np.frombuffer(f, dtype=np.float32) for _, f in blobs.values()])
     for question in QUESTIONS:
@@ -176,7 +179,7 @@ def test_the_knn_product_runs_on_one_blas_thread() -> None:
     the limit holds for the product only."""
     from threadpoolctl import threadpool_info
 
-    from memfs.index.vectors import one_blas_thread
+    from memfs.index.storage.vectors import one_blas_thread
 
     before = [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
     with one_blas_thread():

@@ -14,24 +14,21 @@ listing.
 from __future__ import annotations
 
 import errno
-from typing import TYPE_CHECKING
 
-from memfs.fs.vnode import VirtualError, VNode
-from memfs.memory import Version, Versions, VersionsError
-
-if TYPE_CHECKING:
-    from memfs.fs.virtual import VirtualTree
+from memfs.fs.vnode import NodeTree, VirtualError, VNode
+from memfs.memory import Memory, Version, Versions, VersionsError
 
 DIFF_DIR = "diff"
 Entry = tuple[str, object]  # (kind, the path or the Version it stands for)
 
 
 class HistoryFiles:
-    def __init__(self, tree: VirtualTree) -> None:
+    def __init__(self, tree: NodeTree, memory: Memory) -> None:
         self.tree = tree
+        self.memory = memory
 
     def _versions(self) -> Versions:
-        return self.tree.memory.versions(self.tree.mode)
+        return self.memory.versions(self.tree.mode)
 
     def entries(self, node: VNode) -> dict[str, Entry]:
         """The names in ``node`` (a history folder) and what each stands for."""
@@ -83,14 +80,14 @@ class HistoryFiles:
             return known
         if kind == "version":
             assert version is not None
-            node = self.tree._add(name, parent.inode, False, self._content(version))
+            node = self.tree.add(name, parent.inode, False, self._content(version))
             node.size, node.mtime_ns = version.size, version.time_ns
         elif kind == "diff":
             assert version is not None
-            node = self.tree._add(name, parent.inode, False, self._diff(version))
+            node = self.tree.add(name, parent.inode, False, self._diff(version))
             node.mtime_ns = version.time_ns
         else:
-            node = self.tree._add(name, parent.inode, True)
+            node = self.tree.add(name, parent.inode, True)
         node.hkind, node.hpath = kind, hpath
         return node
 

@@ -89,36 +89,36 @@ class VirtualTree:
         # too; set by the mount (the listing is the serve layer's).
         self.processes: Callable[[], list[dict[str, Any]]] | None = None
         if prefix:
-            folder = self._add(prefix, 1, True)
+            folder = self.add(prefix, 1, True)
             self.top[prefix] = folder.inode
-            self.roots = {SEARCH: self._add(SEARCH, folder.inode, True).inode,
-                          CONTEXT: self._add(CONTEXT, folder.inode, True).inode,
-                          HISTORY: self._add(HISTORY, folder.inode, True).inode,
+            self.roots = {SEARCH: self.add(SEARCH, folder.inode, True).inode,
+                          CONTEXT: self.add(CONTEXT, folder.inode, True).inode,
+                          HISTORY: self.add(HISTORY, folder.inode, True).inode,
                           META: folder.inode}
         else:
-            self.roots = {name: self._add(name, 1, True).inode for name in ROOT_NAMES}
+            self.roots = {name: self.add(name, 1, True).inode for name in ROOT_NAMES}
             self.top = dict(self.roots)
         self.top_names = frozenset(self.top)
         self.nodes[self.roots[HISTORY]].hkind = "dir"
-        self.history = HistoryFiles(self)
+        self.history = HistoryFiles(self, memory)
         # Bundles this mount may not read (a shared mount: the main one) answer EACCES.
         self.denied: set[str] = set()
         for bundle_mode in BUNDLE_MODES:
             if bundle_mode == MAIN_MODE and memory.privacy(mode).shared:
                 self.denied.add(f"{bundle_mode}.md")
                 continue
-            self._add(f"{bundle_mode}.md", self.roots[CONTEXT], False,
+            self.add(f"{bundle_mode}.md", self.roots[CONTEXT], False,
                       lambda m=bundle_mode: self.memory.bundle(m, viewer=self.mode).encode())
-        self._add(STATUS, self.roots[META], False, self._status)
+        self.add(STATUS, self.roots[META], False, self._status)
 
     def add_meta_file(self, name: str, render: Callable[[], bytes]) -> None:
         """A read-only file in ``.memfs/`` rendered by ``render`` (the daemon's own facts)."""
-        self._add(name, self.roots[META], False, render)
+        self.add(name, self.roots[META], False, render)
 
     def owns(self, inode: int) -> bool:
         return inode >= FIRST_INODE
 
-    def _add(self, name: str, parent: int, is_dir: bool, render: Callable[[], bytes] | None = None) -> VNode:
+    def add(self, name: str, parent: int, is_dir: bool, render: Callable[[], bytes] | None = None) -> VNode:
         node = VNode(self._next, name, parent, is_dir, render)
         self._next += 1
         self.nodes[node.inode] = node
@@ -177,7 +177,7 @@ class VirtualTree:
                     log.warning("search/%s: %s", name, exc)
                     raise VirtualError(errno.EINVAL) from None
             else:
-                return self._add(name, parent, True)
+                return self.add(name, parent, True)
         if in_search_root or in_options:
             parsed = split_query(name)
             if parsed is None:
@@ -193,7 +193,7 @@ class VirtualTree:
                 raise VirtualError(errno.EINVAL)
             options = parse_folder(node.name) if in_options else SearchOptions()
             self._trim()
-            child = self._add(name, parent, False, self._search_renderer(parsed[0], parsed[1], options))
+            child = self.add(name, parent, False, self._search_renderer(parsed[0], parsed[1], options))
             return child
         raise VirtualError(errno.ENOENT)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 class VirtualError(Exception):
@@ -29,3 +30,13 @@ class VNode:
     hpath: str = ""  # the workspace path (or folder) a history node is about
     size: int | None = None  # known without rendering (a version): stat answers from it
     mtime_ns: int | None = None  # a version's time; a rendered file's last change
+
+
+class NodeTree(Protocol):
+    """What a part of the virtual tree (history/) needs of the tree it lives in: its nodes, a way
+    to add one, and the reader it renders for."""
+
+    nodes: dict[int, VNode]
+    mode: str
+
+    def add(self, name: str, parent: int, is_dir: bool, render: Callable[[], bytes] | None = None) -> VNode: ...

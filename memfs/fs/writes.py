@@ -205,7 +205,7 @@ class MemoryWrites:
 
 class Completer:
     """Makes the exact chunks of big writes indexed provisionally (see
-    :mod:`memfs.index.deferred`), one file at a time in a worker thread, the oldest write first.
+    :mod:`memfs.index.bigwrites`), one file at a time in a worker thread, the oldest write first.
     Stopping does not wait: a file left provisional is marked so in the index, and the next
     start's reconcile completes it."""
 

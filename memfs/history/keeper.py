@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import errno
 import hashlib
-from collections import OrderedDict
 import json
 import logging
 import os
 import stat
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path

@@ -33,15 +33,19 @@ np = lazy_module("numpy")
 from memfs import longpath
 from memfs.cleantext import clean_text, describe
 from memfs.config import SHARED_MODE, Config
-from memfs.index import chunking, latechunks, readings
-from memfs.index.latechunks import read_as
-from memfs.index.backlog import RATE_KEY_ALL, RateMeter
-from memfs.index.embeddings import INPUT_TOKENS, Provider
-from memfs.index.embedturns import EmbedTurns
-from memfs.index.messages import parse_jsonl, session_header
-from memfs.index.store import PROVISIONAL_HASH, FileRecord, Store, StoredChunk, StoredUnit
-from memfs.index.text import fts_body
-from memfs.index.units import plain
+from memfs.index.embedding import late as latechunks
+from memfs.index.embedding import readings
+from memfs.index.embedding.backlog import RATE_KEY_ALL, RateMeter
+from memfs.index.embedding.fingerprint import cache_model, index_reading, text_hash, unit_key
+from memfs.index.embedding.late import read_as
+from memfs.index.embedding.providers import INPUT_TOKENS, Provider
+from memfs.index.embedding.turns import EmbedTurns
+from memfs.index.storage.records import PROVISIONAL_HASH, FileRecord, StoredChunk, StoredUnit
+from memfs.index.storage.sqlite.store import Store
+from memfs.index.text import chunking
+from memfs.index.text.keywords import fts_body
+from memfs.index.text.messages import parse_jsonl, session_header
+from memfs.index.text.units import plain
 from memfs.privacy import Privacy, open_resolved, opened_at, resolve_within
 from memfs.workspace import (
     LONG_TERM_NAMES,
@@ -58,10 +62,6 @@ from memfs.workspace import (
 
 log = logging.getLogger(__name__)
 
-CHUNKER_VERSION = 7  # 3: chunks carry units; 4: the model reads text without Markdown marks;
-# 5: facts (list items, key: value lines) are units with twins; 6: a JSONL chunk holds one chat,
-# headed by its title, and its messages carry the title (with twins read without it); 7: MEMORY.md's
-# headings are units only with text of their own under them (an empty section is a placeholder)
 Progress = Callable[[int, int], None]
 # What the embedding queue takes before older history: today and yesterday, the days the context
 # bundle reads.
@@ -78,128 +78,6 @@ class Outcome:
     provisional: bool = False  # keyword rows only: Indexer.complete makes the exact chunks
 
 
-def unit_key(text: str, chunk_hash: str, by_chunk: bool) -> str:
-    """A unit's cache key: its text's hash, or with its chunk's (see Indexer._keyed_by_chunk)."""
-    return text_hash(f"{chunk_hash}\n{text}") if by_chunk else text_hash(text)
-
-
-def text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def fingerprint(cfg: Config, identity: tuple[str, str, int]) -> dict[str, object]:
-    provider, model, dims = identity
-    return {
-        "provider": provider,
-        "model": model,
-        "dims": dims,
-        "chunk_tokens": cfg.chunking.tokens,
-        "chunk_overlap": cfg.chunking.overlap,
-        "chunker": CHUNKER_VERSION,
-        # Only when not "whole", so indexes read whole keep the fingerprint they had before the
-        # settings existed, and changing how passages are read re-embeds.
-        **({"readings": mode} if (mode := reading_mode(cfg, provider)) != "whole" else {}),
-    }
-
-
-# Readings an index keeps when a setting's default comes to read otherwise: "chats" read Markdown
-# whole (an index's reading "late-chats") until it read it once.  Moving an index means reading all
-# its Markdown again, as a backlog: at the first mount after an upgrade that would hold the mount
-# for as long as the backlog takes (an hour for 200k passages).  So such an index is read as it was
-# built until its owner runs `memfs index --rebuild`; a new index reads the new way.
-KEPT_READINGS: dict[str, tuple[str, ...]] = {"late-chats-once": ("late-chats",)}
-
-
-def kept_reading(built: dict[str, object], wanted_reading: str) -> str | None:
-    """``wanted_reading`` when an index built with the fingerprint ``built`` keeps an older
-    reading in its place (KEPT_READINGS), else None."""
-    return wanted_reading if str(built.get("readings", "whole")) in KEPT_READINGS.get(wanted_reading, ()) else None
-
-
-def serves(built: dict[str, object], wanted: dict[str, object]) -> bool:
-    """Whether an index built with the fingerprint ``built`` serves settings that want ``wanted``
-    as it is: the same, or the same but for a reading it keeps (KEPT_READINGS)."""
-    if built == wanted:
-        return True
-    return (kept_reading(built, str(wanted.get("readings", "whole"))) is not None
-            and {**built, "readings": wanted.get("readings")} == wanted)
-
-
-def index_reading(built: dict[str, object] | None, cfg: Config, provider: str) -> str:
-    """How an index is read: as it was built (its fingerprint's reading), else as the settings
-    say (an index without a fingerprint yet)."""
-    if built is None:
-        return reading_mode(cfg, provider)
-    return str(built.get("readings", "whole"))
-
-
-# What each key of the fingerprint is, in the words of the settings that decide it.
-_FINGERPRINT_WORDS = {
-    "provider": "embedding.provider",
-    "model": "embedding.model",
-    "dims": "the embedding's dimensions",
-    "chunk_tokens": "chunking.tokens",
-    "chunk_overlap": "chunking.overlap",
-    "chunker": "the chunker's version",
-    "readings": "how passages are read (embedding.late_chunking, embedding.read_once)",
-}
-
-
-# How passages are read, in the settings' words (the fingerprint's "readings").
-_READINGS_WORDS = {"whole": "everything read whole", "late-chats": "chats read late, Markdown whole",
-                   "late-chats-once": "chats read late, Markdown each text once", "late": "everything read late",
-                   "late-auto": "chats and Markdown but MEMORY.md read late", "once": "each text read once"}
-
-
-def reading_words(mode: str) -> str:
-    """How an index with this reading reads its passages, in the settings' words."""
-    return _READINGS_WORDS.get(mode, mode)
-
-
-def fingerprint_change(built: dict[str, object], wanted: dict[str, object]) -> str:
-    """How the settings an index was built with differ from ``wanted``, for a person:
-    ``chunking.tokens 400 -> 300; ...``."""
-    def value(fp: dict[str, object], key: str) -> object:
-        if key == "readings":
-            mode = str(fp.get(key, "whole"))
-            return _READINGS_WORDS.get(mode, mode)
-        return fp.get(key, "none")
-
-    order = list(_FINGERPRINT_WORDS)
-    keys = sorted(set(built) | set(wanted), key=lambda k: (order.index(k) if k in order else len(order), k))
-    return "; ".join(f"{_FINGERPRINT_WORDS.get(key, key)} {value(built, key)} -> {value(wanted, key)}"
-                     for key in keys if value(built, key) != value(wanted, key))
-
-
-def reading_mode(cfg: Config, provider: str) -> str:
-    """How the settings have the model read: "once" (each text once, vectors of several made as
-    means: embedding.read_once), "late-chats-once" (the default: chats late, Markdown each text
-    once), "late-auto" (chats and daily logs late, MEMORY.md's facts once), "late" (everything
-    late), else "whole" (each chunk and each unit read whole).  Late chunking
-    (embedding.late_chunking) needs the local model, which gives its output states."""
-    if cfg.embedding.read_once:
-        return "once"
-    if cfg.embedding.late_chunking != "off" and provider == "local":
-        return {"all": "late", "chats": "late-chats-once", "auto": "late-auto"}[cfg.embedding.late_chunking]
-    return "whole"
-
-
-def cache_model(mode: str, model: str, kind: FileKind) -> str:
-    """The model name the embedding cache files a chunk's (or its units') vectors under: a vector
-    made another way than by reading its text whole is not a whole reading, so it is kept apart
-    (turning a setting off again must not find them).  Names say how a file is read, not which
-    setting made it read so, so a change of setting re-embeds only the files it reads otherwise:
-    a whole reading is filed as one whatever the setting, Markdown read once (each text once:
-    the default, and MEMORY.md under "auto") under "+once" as embedding.read_once files it, and
-    a late reading under "+late" -- a chat's under "+late-chats", the name it had when chats alone
-    were read late, so moving between "chats" and "auto", or an index built when "chats" read
-    Markdown whole, re-embeds the Markdown, not a year of chats."""
-    how = read_as(mode, kind)
-    if how == "late" and kind.is_jsonl:
-        return f"{model}+late-chats"
-    return model if how == "whole" else f"{model}+{how}"
-
-
 class Indexer:
     def __init__(self, cfg: Config, store: Store, provider: Callable[[], Provider | None],
                  identity: Callable[[], tuple[str, str, int]], turns: EmbedTurns | None = None) -> None:
@@ -208,7 +86,7 @@ class Indexer:
         model, dims) as the configuration says, which keys the embedding cache: indexing a file
         (a `memfs sync`, a write) looks vectors up and chunks without loading the model.
         ``turns``: the index's embedding turns, shared with the other processes using it (see
-        :mod:`memfs.index.embedturns`); None: this process is the index's only user."""
+        :mod:`memfs.index.embedding.turns`); None: this process is the index's only user."""
         self.cfg = cfg
         self.turns = turns
         self.store = store
@@ -336,7 +214,7 @@ class Indexer:
     def index_file(self, rel: str, force: bool = False, defer_over: int | None = None) -> Outcome:
         """Index ``rel`` as it is now.  ``defer_over``: when at least this many bytes are to be
         (re)chunked, store provisional chunks (keyword rows only, see
-        :mod:`memfs.index.deferred`) and mark the file so; :meth:`complete` makes the exact ones."""
+        :mod:`memfs.index.bigwrites`) and mark the file so; :meth:`complete` makes the exact ones."""
         full = self.cfg.workspace / rel
         kind = classify(rel, self.cfg.index.extra_paths)
         if kind is FileKind.OTHER:
@@ -490,7 +368,7 @@ class Indexer:
         (a note written now goes before a 30 MB transcript copied in a minute ago).
 
         A chunk is embedded with its units, from one call to the model that reads each text once
-        (:mod:`memfs.index.readings`): the chunk's vector is made from its units', so it costs
+        (:mod:`memfs.index.embedding.readings`): the chunk's vector is made from its units', so it costs
         no reading of its own.  A call takes whole chunks with their units until it holds ``batch``
         passages (chunks and units; the last chunk whole, so a few more); then units left without
         a vector while their chunk has one (a chunk found in the cache).  ``limit`` bounds the
@@ -600,7 +478,7 @@ class Indexer:
     def _embed_read(self, name: str, model: str, once: bool, chunks: list[StoredChunk], wanted: list[StoredUnit],
                     of_chunk: dict[int, list[StoredUnit]]) -> int:
         """Vectors of chunks and units read whole (each passage and its chunk read on its own)
-        or, ``once``, made from readings each read once (:mod:`memfs.index.readings`)."""
+        or, ``once``, made from readings each read once (:mod:`memfs.index.embedding.readings`)."""
         assert self.provider is not None
         if once:
             parts = {u.id: readings.unit_readings(u) for u in wanted}
@@ -624,7 +502,7 @@ class Indexer:
 
     def _embed_late(self, name: str, model: str, chunks: list[StoredChunk], wanted: list[StoredUnit],
                     of_chunk: dict[int, list[StoredUnit]], spans_of: Callable[..., Any]) -> int:
-        """Late chunking (:mod:`memfs.index.latechunks`): each chunk read once, its vector the
+        """Late chunking (:mod:`memfs.index.embedding.late`): each chunk read once, its vector the
         whole reading, its units' vectors pooled over their spans in it; a unit without a span
         (a key alone, a unit whose chunk has a vector already) read on its own, from the cache if
         it is there."""

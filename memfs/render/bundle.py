@@ -18,7 +18,7 @@ import shlex
 from dataclasses import dataclass
 
 from memfs.cleantext import describe
-from memfs.index import tokens
+from memfs.index.text import tokens
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import json
 import re
 import shlex
 
-from memfs.index.search import SearchResponse, SearchResult
+from memfs.index.search.hybrid import SearchResponse, SearchResult
 
 
 def _fence(text: str) -> str:

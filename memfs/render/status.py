@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memfs.index.backlog import duration
+from memfs.index.embedding.backlog import duration
 
 WARNINGS_SHOWN = 10
 KINDS = {"mount": "mount", "serve": "memfs serve", "on-demand": "memfs serve, started on demand",

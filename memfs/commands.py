@@ -18,7 +18,7 @@ from typing import Any
 
 from memfs import longpath
 from memfs.config import Config
-from memfs.index.indexer import Progress
+from memfs.memory import Progress
 from memfs.memory import (
     CLI,
     MCP,

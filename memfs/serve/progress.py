@@ -39,7 +39,7 @@ class PlainProgress:
         elapsed = time.monotonic() - self.began
         if not done or elapsed <= 0:
             return ""
-        from memfs.index.embedding.backlog import duration
+        from memfs.render.status import duration  # how status says a time left
 
         per_s = done / elapsed
         return f"{per_s:.1f}/s, {duration((total - done) / per_s)} left"

@@ -18,7 +18,6 @@ from typing import Any
 
 from memfs import longpath
 from memfs.config import Config
-from memfs.memory import Progress
 from memfs.memory import (
     CLI,
     MCP,
@@ -29,6 +28,7 @@ from memfs.memory import (
     Memory,
     NotAllowed,
     NotReadable,
+    Progress,
     Provenance,
     SyncError,
     UnknownMode,

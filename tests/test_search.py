@@ -282,7 +282,7 @@ def test_nearest_chunks_are_found_beside_the_keyword_side(workspace: Path, make_
     import threading
 
     from memfs.index.search.hybrid import SearchParams, hybrid_search
-    from memfs.index.storage.sqlite import store as store_module
+    from memfs.index.storage.sqlite import searching as store_module  # where KNN reads it
 
     monkeypatch.setattr(store_module, "MATRIX_MIN_VECTORS", 1)
     locomo_day(workspace)

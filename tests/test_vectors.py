@@ -9,7 +9,7 @@ import numpy as np
 
 from memfs.index.storage import vectors as vectors_module
 from memfs.index.storage.records import FileRecord
-from memfs.index.storage.sqlite import store as store_module
+from memfs.index.storage.sqlite import searching as store_module  # where KNN reads it
 from memfs.index.storage.sqlite.store import Store
 from memfs.index.storage.vectors import VectorMatrix
 from memfs.index.text.chunking import Chunk

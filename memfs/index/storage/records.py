@@ -12,11 +12,18 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from memfs.index.text.units import plain
+from memfs.workspace import FileKind
 
 # files.hash of a file whose chunks are provisional starts with this: a reconcile (the next
 # start, if the daemon stopped before the exact chunks were made) sees a hash that differs from
 # the file's and indexes it again, exactly.
 PROVISIONAL_HASH = "provisional:"
+
+# The kinds of file a store records, and (for SQL) those read as messages.
+KINDS = frozenset(kind.value for kind in FileKind)
+JSONL_KINDS_SQL = ", ".join(f"'{kind.value}'" for kind in FileKind if kind.is_jsonl)
+# A file's record as both stores' ``files`` tables hold it, in FileRecord's order.
+FILE_COLUMNS = "path, kind, hash, mtime, size, chunks, error, private, warning, tail_hash, resume_line, resume_offset"
 
 # A scoped search (in=, after=, before=) compares this many chunks one by one at most; beyond,
 # it filters the nearest neighbours of the whole index instead.
@@ -138,3 +145,27 @@ class CachedVector:
     hash: str
     vector: bytes  # float32
     private: bool = False
+
+
+def file_record(row: Sequence[object]) -> FileRecord:
+    """A FileRecord from a row of FILE_COLUMNS (``private`` as the store keeps a boolean)."""
+    return FileRecord(*row[:7], bool(row[7]), *row[8:])  # type: ignore[arg-type]
+
+
+def status_counts(files: Sequence[int], chunks: Sequence[int], units: Sequence[int],
+                  owed: Iterable[Sequence[object]], cached: int, has_vectors: bool) -> dict[str, int]:
+    """What ``counts()`` answers, from what each store counted its own way: ``files`` (all, with a
+    problem), ``chunks`` (all, waiting, provisional), ``units`` (all, waiting), ``owed`` (the
+    provisional files: path, whether JSONL, their lines) and ``cached`` (embedding cache entries)."""
+    owed = list(owed)
+    return {
+        "files": int(files[0]),
+        "skipped": int(files[1]),
+        "chunks": int(chunks[0]),
+        "units": int(units[0]),
+        "pending": int(chunks[1]) + int(units[1]) if has_vectors else 0,
+        "provisional_chunks": int(chunks[2]),
+        "provisional_lines": sum(int(r[2]) for r in owed),  # type: ignore[call-overload]
+        "provisional_jsonl_lines": sum(int(r[2]) for r in owed if r[1]),  # type: ignore[call-overload]
+        "cached_embeddings": int(cached),
+    }

@@ -1,0 +1,185 @@
+"""A search as Memory answers it: the options settled, a just-written note's few passages given a
+moment to get their vectors, the query embedded beside the keyword side, the hybrid search of
+the index (:mod:`memfs.index.search.hybrid`), other agents' public memory when asked, and what the
+reader must know about the answer (what still waits for vectors, big writes still being chunked,
+files not searched, an index whose server is away).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+
+from memfs.lazy import lazy_module
+
+np = lazy_module("numpy")
+
+from memfs.config import READ_WAIT_MS, SHARED_MODE
+from memfs.index.embedding.backlog import still_to_chunk
+from memfs.index.embedding.providers import EmbeddingError
+from memfs.index.search import agents as across
+from memfs.index.search.hybrid import (
+    QUERY_EMBED_CHARS,
+    SearchOptions,
+    SearchParams,
+    SearchResponse,
+    empty_scope,
+    hybrid_search,
+)
+from memfs.index.storage.interface import IndexOffline, IndexStore
+from memfs.privacy import Privacy
+from memfs.services.lifecycle import Engine
+from memfs.services.problems import file_warnings
+
+log = logging.getLogger(__name__)
+
+# How few passages may be pending for a read to wait at all (at most READ_WAIT_MS, to which
+# search.pending_wait_ms is capped): a note just written, not a backlog.
+FEW_PENDING = 16
+
+
+class Searcher:
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        # include_private -> (content generation, the passages big writes being chunked will add):
+        # summing their lines took 1.6 ms a search during an 8 MB import; they change with the text.
+        self._coming: dict[bool, tuple[int, int]] = {}
+
+    def search(
+        self,
+        query: str,
+        max_results: int | None = None,
+        min_score: float | None = None,
+        wait_ms: int | None = None,
+        mode: str | None = None,
+        options: SearchOptions | None = None,
+        agents: tuple[str, ...] = (),
+    ) -> SearchResponse:
+        """Search the memory; ``options`` shape the query (scope, dates, mmr, decay; see
+        :mod:`memfs.index.search.hybrid`), ``max_results``/``min_score`` override theirs.  ``agents``:
+        other agents whose public memory is searched too, through this login's reader grants
+        (:mod:`memfs.index.search.agents`); NotReadable naming one that may not be read.  An index whose
+        server is away answers no results and says so (SearchResponse.unavailable)."""
+        readers = across.open_readers(self.engine.cfg, agents)  # before anything: refused means no rows at all
+        try:
+            response = self._search(query, max_results, min_score, wait_ms, mode, options, readers)
+        except IndexOffline as exc:
+            self.engine.outage.down(exc)
+            return SearchResponse(query=query, results=[], provider=self.engine.cfg.embedding.provider, generation=None,
+                                  warnings=[f"{exc}; nothing was searched (writes are kept, and indexed when "
+                                            "it answers again)"], unavailable=str(exc))
+        finally:
+            across.close(readers)
+        if owed := self.engine._owed_now(mode):
+            response.warnings.append(f"the index is catching up with {len(owed)} file{'s' if len(owed) != 1 else ''} "
+                                     "written while its server was unavailable: they may be missing from these "
+                                     "results for a moment")
+        return response
+
+    def _search(self, query: str, max_results: int | None, min_score: float | None, wait_ms: int | None,
+                mode: str | None, options: SearchOptions | None,
+                readers: list[tuple[str, IndexStore]]) -> SearchResponse:
+        options = dataclasses.replace(
+            options or SearchOptions(),
+            **{k: v for k, v in (("max_results", max_results), ("min_score", min_score)) if v is not None})
+        params = SearchParams.from_config(self.engine.cfg.search, options)
+        warnings: list[str] = []
+        if not query.strip():
+            return SearchResponse(query=query, results=[], provider=self.engine.cfg.embedding.provider,
+                                  generation=self.engine.store.generation, warnings=["the query is empty"])
+        if self.engine.store.get_meta("reconciled_at") is None:
+            warnings.append(
+                f"this workspace has not been indexed yet for agent {self.engine.cfg.agent}: run `memfs index` "
+                "(a mount or `memfs watch` keeps it current)"
+            )
+        waited_ms = self._wait_for_vectors(self.engine.cfg.search.pending_wait_ms if wait_ms is None else wait_ms)
+        provider = self.engine.provider
+        embedding = (self.engine._query_pool.submit(self._embed_query, query[:QUERY_EMBED_CHARS])
+                     if provider.dims else None)
+        with self.engine.store.lock:
+            # The query is embedded on another thread while SQLite runs the keyword side.
+            privacy = self.engine.privacy(mode)
+            hides = privacy.is_private if privacy.shared else None
+            results = hybrid_search(self.engine.store, query, embedding.result if embedding else None, params, hides=hides)
+            if not results and (scope_warning := empty_scope(self.engine.store, params.options, hides)):
+                warnings.append(scope_warning)
+            generation = None if privacy.shared else self.engine.store.generation
+            pending = (self.engine.store.counts(include_private=False)["pending"] if privacy.shared
+                       else self.engine.store.pending_count())
+        if self.engine.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
+            warnings.append(f"embedding provider failed ({self.engine.provider_error}); keyword results only")
+        warnings += file_warnings(self.engine, results, privacy)
+        if readers:  # another agent's private paths are hidden as from a shared reader of ours
+            results, more = across.search_others(
+                readers, self.engine.store, self.engine.cfg.agent, results, query, embedding.result if embedding else None, params,
+                Privacy(self.engine.cfg.privacy.private_paths, SHARED_MODE).is_private)
+            warnings += more
+        # The passages big writes still being chunked will add wait too, as `memfs status` counts
+        # them (an estimate from the lines their keyword rows hold): told "pending: 0" during an
+        # import, an agent took it that nothing waited.
+        chunking = self.engine.store.provisional_paths(include_private=not privacy.shared)
+        coming = self._still_to_come(not privacy.shared) if chunking else 0
+        pending += coming
+        note = self.engine.backlog(pending, include_private=not privacy.shared).line()
+        if chunking:
+            shown = ", ".join(chunking[:3]) + (f" and {len(chunking) - 3} more" if len(chunking) > 3 else "")
+            shown += f"; about {coming} of the passages waiting are to come from {'it' if len(chunking) == 1 else 'them'}" \
+                if coming else ""
+            owed = (f"{len(chunking)} big write{'s' if len(chunking) != 1 else ''} still being chunked ({shown}): "
+                    "found by keyword only until then")
+            note = f"{note}; {owed}" if note else owed
+        return SearchResponse(
+            query=query,
+            results=results,
+            provider=provider.name if not self.engine.provider_error else f"{self.engine.cfg.embedding.provider} (failed)",
+            model=provider.model,
+            generation=generation,
+            pending=pending,
+            pending_estimated=coming,
+            warnings=warnings,
+            pending_note=note,
+            waited_ms=waited_ms,
+            agents=[self.engine.cfg.agent, *(agent for agent, _ in readers)] if readers else [],
+        )
+
+    def _still_to_come(self, include_private: bool) -> int:
+        """The passages the big writes still being chunked will add (estimated as status does),
+        summed again only when the text changed."""
+        if not self.engine.store.has_vectors:
+            return 0
+        generation = self.engine.store.content_generation  # read first: a change meanwhile sums again
+        known = self._coming.get(include_private)
+        if known is None or known[0] != generation:
+            owed = self.engine.store.provisional_lines(include_private)
+            known = (generation, still_to_chunk(sum(n for _, n, _ in owed), sum(n for _, n, jsonl in owed if jsonl)))
+            self._coming[include_private] = known
+        return known[1]
+
+    def _wait_for_vectors(self, wait_ms: int) -> float:
+        """Give a process that is embedding a just-written note's few passages a moment to
+        finish, at most READ_WAIT_MS in all; a read never embeds, and never waits on a backlog
+        (more than FEW_PENDING passages): it answers from what has vectors now.  Returns the
+        milliseconds waited."""
+        began = time.monotonic()
+        deadline = began + min(wait_ms, READ_WAIT_MS) / 1000
+        if not self.engine.indexer.embeds:
+            return 0.0
+        slept = False
+        while time.monotonic() < deadline:
+            pending = self.engine.store.pending_count()
+            if not pending or pending > FEW_PENDING or not self.engine.backlog(pending).active:
+                break
+            time.sleep(0.005)
+            slept = True
+        return round((time.monotonic() - began) * 1000, 1) if slept else 0.0
+
+    def _embed_query(self, query: str) -> np.ndarray | None:
+        try:
+            vector = self.engine.provider.embed([query])[0]
+            self.engine.provider_error = ""  # it works (again): a failure before is not news any more
+            return vector
+        except EmbeddingError as exc:
+            self.engine.provider_error = str(exc)
+            log.warning("query embedding failed, keyword search only: %s", exc)
+            return None

@@ -29,7 +29,7 @@ def _started(line: str) -> dt.datetime | None:
     if not m:
         return None
     try:
-        return dt.datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}").replace(tzinfo=dt.timezone.utc)
+        return dt.datetime.fromisoformat(f"{m.group(1)}T{m.group(2)}").replace(tzinfo=dt.UTC)
     except ValueError:
         return None
 

@@ -19,7 +19,7 @@ HEAD = 1024
 
 
 def _type_is(*names: str) -> re.Pattern[str]:
-    return re.compile(r'"type"\s*:\s*"(?:%s)"' % "|".join(map(re.escape, names)))
+    return re.compile(r'"type"\s*:\s*"(?:' + "|".join(map(re.escape, names)) + ')"')
 
 
 _CODEX_TYPES = _type_is("session_meta", "response_item", "event_msg", "turn_context", "compacted")

@@ -136,15 +136,15 @@ def utc(value: Any) -> dt.datetime | None:
             return None
         if isinstance(value, (int, float)):
             seconds = value / 1000 if value > 1e11 else value
-            return dt.datetime.fromtimestamp(seconds, dt.timezone.utc)
+            return dt.datetime.fromtimestamp(seconds, dt.UTC)
         if isinstance(value, str) and value:
             text = value.strip()
             if text.endswith("Z"):
                 text = text[:-1] + "+00:00"
             moment = dt.datetime.fromisoformat(text)
             if moment.tzinfo is None:
-                moment = moment.replace(tzinfo=dt.timezone.utc)
-            return moment.astimezone(dt.timezone.utc)
+                moment = moment.replace(tzinfo=dt.UTC)
+            return moment.astimezone(dt.UTC)
     except (ValueError, OverflowError, OSError):
         return None
     return None

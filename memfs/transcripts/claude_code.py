@@ -215,7 +215,7 @@ class _Reader:
             self.add(USER, TOOL_CALL, one_line("Bash: " + _tags(text).get("bash-input", "")), line, rec, ident)
             return
         if head.startswith("<task-notification>"):
-            tags = _tags(text)
+            tags = _tags(_tags(text).get("task-notification", text))
             body = "\n".join(v for v in (tags.get("summary"), tags.get("result")) if v)
             self.add(TOOL, TOOL_OUTPUT, cut_output(body or text), line, rec, ident)
             return

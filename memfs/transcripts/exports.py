@@ -134,7 +134,8 @@ def chatgpt_conversation(conv: dict) -> Session:
     stats = session.stats
     path = visible_path(conv["mapping"], conv.get("current_node"))
     stats.records = len(conv["mapping"])
-    stats.skip("other-branch", max(len(conv["mapping"]) - len(path), 0))
+    if len(conv["mapping"]) > len(path):
+        stats.skip("other-branch", len(conv["mapping"]) - len(path))
     for node in path:
         msg = node.get("message")
         if not isinstance(msg, dict):

@@ -25,10 +25,9 @@ def test_every_kind_of_credential_is_masked(text, secret, kind):
     assert secret[12:] not in masked  # what is kept of a key is its head only, never enough to use it
 
 
-@pytest.mark.parametrize("text", negatives())
-def test_ordinary_text_is_left_alone(text):
-    assert secrets.find(text) == []
-    assert secrets.mask(text) == text
+def test_ordinary_text_is_left_alone():
+    flagged = [(text, secrets.find(text)) for text in negatives() if secrets.mask(text) != text]
+    assert flagged == []
 
 
 def test_measured_recall_and_precision():

@@ -30,10 +30,10 @@ from memfs.transcripts import (
     detect,
     detect_path,
     iter_export,
+    jsonscan,
     read_session,
     read_sessions,
 )
-from memfs.transcripts import jsonscan
 from memfs.transcripts.model import cut_output
 
 DATA = Path(__file__).parent / "data" / "transcripts"
@@ -106,7 +106,7 @@ def test_claude_code_session_metadata(claude):
     assert claude.id == "5b0c5e2e-8f5e-4d57-9a51-2d7e3f0c1a01"
     assert claude.title == "Kettle firmware: fix the boil-dry cutoff"  # the summary record
     assert claude.project == "/home/ada/src/kettle"
-    assert claude.started == dt.datetime(2025, 11, 3, 9, 0, tzinfo=dt.timezone.utc)
+    assert claude.started == dt.datetime(2025, 11, 3, 9, 0, tzinfo=dt.UTC)
 
 
 def test_claude_code_split_response_is_one_answer(claude):
@@ -256,7 +256,7 @@ def test_codex_tool_calls_and_outputs(codex_new):
 def test_codex_metadata_and_damage(codex_new):
     assert codex_new.id == "0199aa00-1111-7222-8333-944455556666"
     assert codex_new.project == "/home/ada/src/loom"
-    assert codex_new.started == dt.datetime(2025, 10, 20, 8, 0, tzinfo=dt.timezone.utc)
+    assert codex_new.started == dt.datetime(2025, 10, 20, 8, 0, tzinfo=dt.UTC)
     assert codex_new.title.startswith("The loom scheduler drops jobs")
     assert codex_new.stats.skipped["future_record"] == 1
     assert codex_new.stats.skipped["compacted"] == 1
@@ -289,15 +289,15 @@ def test_codex_twins_in_either_order_and_events_alone(tmp_path):
 def test_codex_old_layout(tmp_path):
     session = read_session(DATA / "codex-old.jsonl")
     assert session.id == "5973b6c0-94b8-487b-a530-2aeb6098ae0e"
-    assert session.started == dt.datetime(2025, 6, 2, 10, 15, tzinfo=dt.timezone.utc)
+    assert session.started == dt.datetime(2025, 6, 2, 10, 15, tzinfo=dt.UTC)
     assert [(m.kind, m.text) for m in session.messages] == [
         (PROMPT, "Why does `loom run` hang on an empty queue?"),
         (TOOL_CALL, "shell: sed -n '1,60p' loom/run.py"),
         (TOOL_OUTPUT, "while not queue.empty():\n    step()\nqueue.wait()"),
         (TOOL_CALL, "local_shell: pytest -q tests/test_run.py"),
         (TOOL_OUTPUT, "3 passed in 0.12s"),
-        (ANSWER, "It hangs because queue.wait() blocks when nothing was ever enqueued; return early when the queue "
-                 "starts empty."),
+        (ANSWER, ("It hangs because queue.wait() blocks when nothing was ever enqueued; return early when the queue "
+                  "starts empty.")),
     ]
     assert session.stats.skipped["state"] == 2
     assert "user_instructions" not in everything(session) and "Use uv" not in everything(session)
@@ -306,7 +306,7 @@ def test_codex_old_layout(tmp_path):
     assert [(m.kind, m.text) for m in snapshot.messages] == [(m.kind, m.text) for m in session.messages]
     lines = (DATA / "codex-snapshot.json").read_text().splitlines()
     assert lines[snapshot.messages[0].line - 1].strip() == "{"  # the line the item's object opens on
-    assert snapshot.started == dt.datetime(2025, 5, 7, 17, 24, 21, tzinfo=dt.timezone.utc)
+    assert snapshot.started == dt.datetime(2025, 5, 7, 17, 24, 21, tzinfo=dt.UTC)
 
 
 # --- Gemini CLI --------------------------------------------------------------------------------
@@ -323,7 +323,7 @@ def test_gemini_saved_chat():
     assert [(m.kind, m.text) for m in session.messages] == GEMINI_KINDS
     assert session.id == "2dd3dd1f-0000-4000-8000-000000000001"
     assert session.title == "Show the dashboard's build time"
-    assert session.started == dt.datetime(2025, 12, 1, 10, 0, tzinfo=dt.timezone.utc)
+    assert session.started == dt.datetime(2025, 12, 1, 10, 0, tzinfo=dt.UTC)
     lines = (DATA / "gemini-chat.json").read_text().splitlines()
     for m in session.messages:  # the line the message's object opens on, its id on the next
         assert lines[m.line - 1].strip() == "{"
@@ -364,7 +364,7 @@ def test_gemini_chat_cut_short_keeps_what_came_before(tmp_path):
 
 def test_aider_history_holds_two_sessions():
     first, second = read_sessions(DATA / "aider.chat.history.md")
-    assert first.started == dt.datetime(2025, 3, 1, 14, 2, 11, tzinfo=dt.timezone.utc)
+    assert first.started == dt.datetime(2025, 3, 1, 14, 2, 11, tzinfo=dt.UTC)
     assert first.title == "add a --dry-run flag to the sync command it should print what would be copied"
     assert [(m.kind, m.line, m.end_line) for m in first.messages] == [
         (TOOL_OUTPUT, 4, 6), (PROMPT, 8, 9), (ANSWER, 10, 21), (TOOL_OUTPUT, 22, 23), (PROMPT, 25, 25),
@@ -406,7 +406,7 @@ def test_chatgpt_export_follows_the_visible_branch():
     for absent in ("Usually 4 to 6 hours", "I bake bread", "Be brief", "file-service", "Q10 of 2\"", "scaling"):
         assert absent not in text, absent
     assert conv1.stats.skipped["other-branch"] == 2
-    assert conv1.started == dt.datetime.fromtimestamp(1730000000, dt.timezone.utc)
+    assert conv1.started == dt.datetime.fromtimestamp(1730000000, dt.UTC)
     assert [m.text for m in conv2.messages] == ["best flour for baguettes?", "French T65 flour."]
 
 
@@ -468,9 +468,10 @@ def test_a_big_jsonl_session_is_read_in_bounded_memory(tmp_path):
     chunk = "y" * 4_000_000
     with open(path, "w") as fh:
         for i in range(30):  # 120 MB of tool output in 30 lines
-            fh.write(json.dumps({"parentUuid": None, "isSidechain": False, "type": "user", "uuid": f"u{i}",
-                                 "sessionId": "s", "message": {"role": "user", "content": [
-                                     {"type": "tool_result", "tool_use_id": f"t{i}", "content": chunk}]}}) + "\n")
+            record = {"parentUuid": None, "isSidechain": False, "type": "user", "uuid": f"u{i}", "sessionId": "s",
+                      "message": {"role": "user", "content": [
+                          {"type": "tool_result", "tool_use_id": f"t{i}", "content": chunk}]}}
+            fh.write(json.dumps(record) + "\n")  # noqa: FURB122 (one 4 MB line at a time, not all at once)
     peak = _peak(path)
     assert peak["messages"] == 30
     assert peak["maxrss_kb"] - baseline < 60_000, peak  # a few lines' worth, not the 120 MB file

@@ -471,7 +471,7 @@ def test_a_big_jsonl_session_is_read_in_bounded_memory(tmp_path):
             record = {"parentUuid": None, "isSidechain": False, "type": "user", "uuid": f"u{i}", "sessionId": "s",
                       "message": {"role": "user", "content": [
                           {"type": "tool_result", "tool_use_id": f"t{i}", "content": chunk}]}}
-            fh.write(json.dumps(record) + "\n")  # noqa: FURB122 (one 4 MB line at a time, not all at once)
+            fh.write(json.dumps(record) + "\n")  # one 4 MB line at a time, not all at once
     peak = _peak(path)
     assert peak["messages"] == 30
     assert peak["maxrss_kb"] - baseline < 60_000, peak  # a few lines' worth, not the 120 MB file

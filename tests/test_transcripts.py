@@ -522,3 +522,15 @@ def test_jsonscan_cut_short_raises_after_the_items_before():
         next(items)
     with pytest.raises(jsonscan.ScanError):
         list(jsonscan.iter_array(io.BytesIO(b'{"not": "an array"}')))
+
+
+def test_a_title_is_the_first_prompt_that_says_something():
+    from memfs.transcripts import Message, Session
+
+    def prompt(text):
+        return Message("user", PROMPT, text, 1, 1, None, text)
+
+    session = Session("codex", "x", messages=[prompt("hey"), prompt("/init"), prompt("## Fix the flaky build\nplease")])
+    assert session.finish().title == "Fix the flaky build please"
+    assert Session("codex", "y", messages=[prompt("hey")]).finish().title == "hey"
+    assert Session("codex", "z").finish().title == ""

@@ -27,6 +27,7 @@ OUTPUT_CHARS = 400
 CALL_CHARS = 240
 # A title is a heading, not a document (the same limit memfs.index.messages uses).
 TITLE_CHARS = 120
+TITLE_MIN_WORDS = 3  # a prompt shorter than this ("hey", "yes") is passed over for the title
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +75,11 @@ class Session:
         """Fill what the messages imply: the title from the first real prompt when the runtime
         gave none, the start and last times from the messages when the header had none."""
         if not self.title:
-            for m in self.messages:
-                if m.kind == PROMPT and not m.sidechain and not m.text.startswith("/"):
-                    self.title = title_of(m.text)
-                    break
+            # The first prompt that says something ("hey" and "/init" name no session), else the first.
+            prompts = [m.text for m in self.messages if m.kind == PROMPT and not m.sidechain]
+            said = [p for p in prompts if not p.startswith("/") and len(p.split()) >= TITLE_MIN_WORDS]
+            if said or prompts:
+                self.title = title_of((said or prompts)[0])
         stamps = [m.timestamp for m in self.messages if m.timestamp is not None]
         if stamps:
             if self.started is None:
@@ -91,9 +93,13 @@ class Session:
 _SPACES = re.compile(r"\s+")
 
 
+_MARKUP = re.compile(r"```[\w+-]*|^#{1,6}\s+", re.MULTILINE)
+
+
 def title_of(text: str) -> str:
-    """A title from text: whitespace collapsed, cut to TITLE_CHARS with an ellipsis."""
-    line = _SPACES.sub(" ", text).strip()
+    """A title from text: Markdown fences and heading marks dropped, whitespace collapsed, cut
+    to TITLE_CHARS with an ellipsis."""
+    line = _SPACES.sub(" ", _MARKUP.sub(" ", text)).strip()
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
 
 

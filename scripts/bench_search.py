@@ -52,6 +52,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from benchdata import DEV, pct, questions, real_chunks, real_turns, synthetic_log  # noqa: E402,F401
 
 from memfs.config import load_config
 from memfs.index.embedding.fingerprint import fingerprint, text_hash
@@ -64,8 +65,6 @@ from memfs.index.text.keywords import fts_body, match_expression, search_terms
 from memfs.index.text.units import plain
 from memfs.memory import Memory
 from memfs.state import locate
-
-from benchdata import DEV, pct, questions, real_chunks, real_turns, synthetic_log  # noqa: E402,F401
 
 
 def rss_of_fresh_process(workspace: str, state_dir: str, agent: str, queries: list[str]) -> dict[str, float]:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Precision and recall of memfs.secrets on the generated corpus (tests/secrets_corpus.py).
+"""Precision and recall of memfs.index.text.secrets on the generated corpus (tests/secrets_corpus.py).
 
     PYTHONPATH=. python scripts/secrets_measure.py [-n 50]
 
@@ -21,7 +21,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from secrets_corpus import negatives, positives
 
-from memfs import secrets
+from memfs.index.text import secrets
 
 
 def measure(n: int) -> dict:

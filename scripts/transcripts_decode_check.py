@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How well memfs.transcripts decodes real sessions: the transcripts-dev set's files, each read
+"""How well memfs.index.text.transcripts decodes real sessions: the transcripts-dev set's files, each read
 by content (no runtime given), and every question's evidence looked for in the decoded text.
 
     PYTHONPATH=. python scripts/transcripts_decode_check.py [--bench ../shared/bench/transcripts-dev]
@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memfs.transcripts import read_sessions
+from memfs.index.text.transcripts import read_sessions
 
 
 def norm(s: str) -> str:

@@ -1,4 +1,4 @@
-"""A corpus to measure memfs.secrets on: fake credentials of every kind the rules know, made
+"""A corpus to measure memfs.index.text.secrets on: fake credentials of every kind the rules know, made
 at run time with each format's real shape (prefix, alphabet, length) from a seeded generator,
 set in the sentences people paste them in; and ordinary text full of what must NOT be masked
 (commit ids, sha256 digests, UUIDs, base64 data, paths, code that names a password without

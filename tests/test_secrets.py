@@ -1,4 +1,4 @@
-"""memfs.secrets: every kind of credential is masked, nothing that only looks random is.
+"""memfs.index.text.secrets: every kind of credential is masked, nothing that only looks random is.
 
 The corpus (tests/secrets_corpus.py) is made at run time: fake keys with each format's real
 shape, and ordinary text full of hashes, UUIDs, base64 and code that names a password.
@@ -12,7 +12,7 @@ import uuid
 import pytest
 from secrets_corpus import negatives, positives
 
-from memfs import secrets
+from memfs.index.text import secrets
 
 POSITIVES = positives(4)  # 4 of each kind here; test_measured_recall_and_precision takes 100 of each
 

@@ -1,4 +1,4 @@
-"""memfs.transcripts: every runtime's real format read into the same messages, by content.
+"""memfs.index.text.transcripts: every runtime's real format read into the same messages, by content.
 
 The fixtures (tests/data/transcripts/, written by make.py there) hold each format's awkward
 parts; these tests check each is handled: what must be kept is kept once, in order, with its
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from memfs.transcripts import (
+from memfs.index.text.transcripts import (
     ANSWER,
     OUTPUT_CHARS,
     OUTPUT_LINES,
@@ -34,7 +34,7 @@ from memfs.transcripts import (
     read_session,
     read_sessions,
 )
-from memfs.transcripts.model import cut_output
+from memfs.index.text.transcripts.model import cut_output
 
 DATA = Path(__file__).parent / "data" / "transcripts"
 FAKE_KEY = "sk-proj-FAKE0fake1FAKE2fake3FAKE4fake5FAKE6fake7FAKE8fake9"
@@ -432,7 +432,7 @@ def test_export_cut_short_yields_the_conversations_before_the_cut(tmp_path):
     data = (DATA / "chatgpt-conversations.json").read_bytes()
     path = tmp_path / "conversations.json"
     path.write_bytes(data[: data.index(b'"Baguette flour"')])
-    from memfs.transcripts import Stats
+    from memfs.index.text.transcripts import Stats
     stats = Stats()
     assert [s.id for s in iter_export(path, stats)] == ["conv-1"]
     assert stats.partial_tail and stats.records == 1
@@ -451,7 +451,7 @@ def test_a_zip_without_conversations_is_refused(tmp_path):
 
 _RSS = """
 import json, resource, sys
-from memfs.transcripts import read_sessions
+from memfs.index.text.transcripts import read_sessions
 n = sum(len(s.messages) for s in read_sessions(sys.argv[1]))
 print(json.dumps({"messages": n, "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 """
@@ -525,7 +525,7 @@ def test_jsonscan_cut_short_raises_after_the_items_before():
 
 
 def test_a_title_is_the_first_prompt_that_says_something():
-    from memfs.transcripts import Message, Session
+    from memfs.index.text.transcripts import Message, Session
 
     def prompt(text):
         return Message("user", PROMPT, text, 1, 1, None, text)

@@ -130,5 +130,5 @@ def output_text(value: Any) -> str:
 
 
 def output_head(value: Any) -> str:
-    """:func:`output_text` cut to its head (:func:`memfs.transcripts.model.cut_output`)."""
+    """:func:`output_text` cut to its head (:func:`memfs.index.text.transcripts.model.cut_output`)."""
     return cut_output(output_text(value))

@@ -5,7 +5,7 @@ Claude.ai chats; each writes its own format.  This package recognises each by co
 (:func:`detect`), and reads each into the same :class:`Session` of :class:`Message`: prompts
 and answers whole, each tool call as one line, each tool's output as its head, nothing a
 harness injected (AGENTS.md, environment blocks, system reminders), no thinking, no encrypted
-reasoning, no images, no message twice, and no credential (masked by :mod:`memfs.secrets`).  What is left out is counted in
+reasoning, no images, no message twice, and no credential (masked by :mod:`memfs.index.text.secrets`).  What is left out is counted in
 :class:`Stats`, never silent; unknown record types and bad lines are never fatal.
 
     for session in read_sessions(path):          # any supported file; exports and aider: many
@@ -77,7 +77,7 @@ def _pretty_json(head: bytes) -> bool:
 
 def masked(session: Session) -> Session:
     """The session with every credential in its title and messages masked
-    (:func:`memfs.secrets.mask`): ``sk-proj-…[masked]``.  The number of messages masked is
+    (:func:`memfs.index.text.secrets.mask`): ``sk-proj-…[masked]``.  The number of messages masked is
     counted in ``stats.skipped["masked-secret"]``."""
     session.title = secrets.mask(session.title)
     for i, m in enumerate(session.messages):

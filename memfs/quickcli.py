@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from memfs.serve.wire import Answer
 
-# Global options that take a value: the name click gives them, as memfs.cli.global_options does.
+# Global options that take a value: the name click gives them, as memfs.cli.app.global_options does.
 GLOBAL = {"--workspace": "workspace", "-w": "workspace", "--agent": "agent", "-a": "agent", "--mode": "mode",
           "--config": "config_file", "--set": "overrides"}
 # Each command's own options: (flags, options with a value, how many arguments at least and at most).
@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[dict[str, str], dict[str, str], int, int]] = {
     "sync": ({"--json": "json"}, {}, 0, 0),  # the message comes on stdin (read in _answered)
     "history": ({"--json": "json", "--diff": "diff", "--deleted": "deleted"}, {}, 0, 1 << 16),  # not forget
 }
-SEARCH_OPTIONS = ("n", "min", "in", "after", "before", "mmr", "decay")  # the order memfs.cli.search sends
+SEARCH_OPTIONS = ("n", "min", "in", "after", "before", "mmr", "decay")  # the order memfs.cli.reading.search sends
 
 
 _STDIN: list[bytes] = []  # what `sync` read from stdin before it fell back to click
@@ -161,7 +161,7 @@ def _path_ok(value: str, file_okay: bool, dir_okay: bool) -> bool:
 
 
 def _globals(outer: dict[str, list[str]], inner: dict[str, list[str]]) -> dict[str, object]:
-    """The global options merged as memfs.cli._options merges them."""
+    """The global options merged as memfs.cli.app._options merges them."""
     from pathlib import Path
 
     for value in outer.get("workspace", []) + inner.get("workspace", []):
@@ -203,7 +203,7 @@ def _arguments(command: str, words: list[str], given: dict[str, list[str]]) -> d
         return {"path": words[0], "from_line": _count(given["from_line"]) if "from_line" in given else 1,
                 "lines": _count(given["lines"]) if "lines" in given else None, "json": "json" in given,
                 "messages": "messages" in given}
-    if command == "status":  # on a terminal, pending work is drawn as a bar (memfs.cli.status)
+    if command == "status":  # on a terminal, pending work is drawn as a bar (memfs.cli.reading.status)
         return {"json": "json" in given, "tty": sys.stdout.isatty()}
     if command in ("index", "sync"):
         return {"json": "json" in given}
@@ -278,7 +278,7 @@ def _answered(command: str, opts: dict[str, object], args: dict[str, object]) ->
 
 
 def _emit(answer: Answer) -> NoReturn:
-    """Print as memfs.cli._emit and click's main do, and exit as they do."""
+    """Print as memfs.cli.app._emit and click's main do, and exit as they do."""
     try:
         if answer.stdout:
             try:
@@ -310,7 +310,7 @@ def _emit(answer: Answer) -> NoReturn:
 
 def _aborted(command: str) -> NoReturn:
     said = "Aborted!"
-    if command == "index":  # what is embedded stays: `memfs index` says so, as memfs.cli.index does
+    if command == "index":  # what is embedded stays: `memfs index` says so, as memfs.cli.writing.index does
         from memfs.serve.progress import ABORTED as said
     sys.stderr.write(f"\n{said}\n")  # click's blank line after ^C, then its word
     sys.stderr.flush()

@@ -49,7 +49,7 @@ class FileKind(enum.Enum):
     DAILY_LOG = "daily_log"  # memory/YYYY-MM-DD*.md
     MEMORY_NOTE = "memory_note"  # other memory/**/*.md and configured extra Markdown
     SYNC = "sync"  # clawgpt-memory/*.jsonl
-    SESSION = "session"  # sessions/*.jsonl and rotated *.jsonl.reset.*
+    SESSION = "session"  # sessions/**/*.jsonl (and rotated *.jsonl.reset.*), sessions/**/*.json
     OTHER = "other"
 
     @property
@@ -78,7 +78,9 @@ def classify(relpath: str, extra_patterns: list[str] | tuple[str, ...] = ()) -> 
         return FileKind.MEMORY_NOTE
     if parts[0] == SYNC_DIR and len(parts) == 2 and path.suffix == ".jsonl":
         return FileKind.SYNC
-    if parts[0] == SESSIONS_DIR and len(parts) == 2 and SESSION_NAME.match(parts[1]):
+    if parts[0] == SESSIONS_DIR and len(parts) >= 2 and (SESSION_NAME.match(parts[-1]) or path.suffix == ".json"):
+        # At any depth (memfs import files them as sessions/<runtime>/<project>/...), and a
+        # runtime's single-JSON session (Gemini CLI's saved chats) too.
         return FileKind.SESSION
     for pattern in extra_patterns:
         if fnmatch.fnmatchcase(relpath, pattern):

@@ -42,9 +42,9 @@ from memfs.index.embedding.providers import INPUT_TOKENS, Provider
 from memfs.index.embedding.turns import EmbedTurns
 from memfs.index.storage.records import PROVISIONAL_HASH, FileRecord, StoredChunk, StoredUnit
 from memfs.index.storage.sqlite.store import Store
-from memfs.index.text import chunking
+from memfs.index.text import chunking, secrets
 from memfs.index.text.keywords import fts_body
-from memfs.index.text.messages import parse_jsonl, session_header
+from memfs.index.text.messages import parse_jsonl, parse_transcript, session_header, transcript_runtime
 from memfs.index.text.units import plain
 from memfs.privacy import Privacy, open_resolved, opened_at, resolve_within
 from memfs.workspace import (
@@ -149,7 +149,11 @@ class Indexer:
             if kind.is_jsonl and previous is not None and previous.hash == identity and previous.private == private:
                 return _Read("", previous, unchanged=True)
             grew = (kind.is_jsonl and previous is not None and not previous.error and st.st_size > previous.size
-                    and previous.private == private and previous.tail_hash == _tail_hash(fd, previous.size))
+                    and previous.private == private and previous.tail_hash == _tail_hash(fd, previous.size)
+                    and not (kind is FileKind.SESSION and transcript_runtime(_head(fd))))
+            # A runtime's own session file (Claude Code, Codex, Gemini CLI) is read whole, never
+            # from its last chunk: its readers merge records across lines (a response split over
+            # several, a message repeated as an event) that an append's lines alone cannot.
             append = grew and previous is not None and previous.resume_offset > 0
             start = previous.resume_offset if append and previous else 0
             data = _read_from(fd, start)
@@ -184,8 +188,12 @@ class Indexer:
         if kind.is_jsonl:
             limit = min(size, INPUT_TOKENS.get(self.cfg.embedding.provider, size))
             bad: list[int] = []
-            messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line,
-                                   header=header)
+            runtime = transcript_runtime(text[:HEADER_CHARS]) if kind is FileKind.SESSION and first_line == 1 else None
+            if runtime:
+                messages = parse_transcript(text, runtime)
+            else:
+                messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line,
+                                       header=header)
             bad = [line for line in bad if line >= new_from]
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
@@ -197,7 +205,9 @@ class Indexer:
             late = read_as(self.reading(), kind) == "late"
             carried = 0 if late else min(overlap, limit // 4)
             return chunking.chunk_messages(messages, limit, carried)
-        return chunking.chunk_markdown(text, size, overlap, headings_alone=kind is not FileKind.LONG_TERM)
+        # A key pasted into a note is masked in what the index keeps (and so in every snippet);
+        # the lines stay where they are, so citations still point at the file's own lines.
+        return chunking.chunk_markdown(secrets.mask(text), size, overlap, headings_alone=kind is not FileKind.LONG_TERM)
 
     def _link_refusal(self, rel: str, resolved: str) -> str:
         """Why a memory path that leads elsewhere through a symlink is not indexed under ``rel``
@@ -248,6 +258,11 @@ class Indexer:
         if defer_over is not None and len(read.data) >= defer_over:
             return self._provisional(rel, text, read)
         chunks = self.chunk_text(rel, text, read.first_line, read.header, read.new_from)
+        if kind is FileKind.SESSION and not chunks and not read.append and text.strip() and not record.warning:
+            # Said, not silent: a session file of a format memfs does not read indexes as nothing.
+            record = dataclasses.replace(record, warning=NO_MESSAGES)
+            if previous is None or previous.warning != NO_MESSAGES:
+                log.warning("%s: %s", rel, NO_MESSAGES)
         if classify(rel, self.cfg.index.extra_paths).is_jsonl:
             record = read.resumable(record, chunks)
         hashes = [text_hash(plain(c.text)) for c in chunks]  # what the model reads, and the cache key
@@ -609,6 +624,15 @@ def _read_from(fd: int, start: int) -> bytes:
 
 
 HEADER_BYTES = 1 << 16  # a transcript's session header is read from at most this many first bytes
+
+
+NO_MESSAGES = ("no messages read: not a session transcript memfs knows (Claude Code, Codex CLI, Gemini CLI, "
+               "OpenClaw, or memfs import's)")
+HEADER_CHARS = 4096  # what tells a runtime's session file from OpenClaw's JSONL (its first records)
+
+
+def _head(fd: int) -> str:
+    return os.pread(fd, HEADER_CHARS, 0).decode("utf-8", "replace")
 
 
 def _first_line(fd: int) -> str:

@@ -10,6 +10,7 @@ import logging
 
 from memfs.cleantext import clean_text
 from memfs.config import MAIN_MODE, SHARED_MODE
+from memfs.index.text import secrets
 from memfs.index.text.messages import as_text as messages_as_text
 from memfs.index.text.messages import parse_jsonl
 from memfs.privacy import read_visible
@@ -67,5 +68,7 @@ class Bundler:
                 rendered = messages_as_text(parse_jsonl(text, session=kind is FileKind.SESSION))
                 text, escaped = clean_text(rendered.encode("utf-8", "surrogatepass"))  # "\u001b" in JSON
                 bad += escaped
+            if text is not None:
+                text = secrets.mask(text)  # a key pasted into a note is not handed to the model again
             files.append(bundle_render.BundleFile(rel, text, bad, kind.is_jsonl))
         return bundle_render.bundle(mode, day.isoformat(), files, settings.total_tokens, settings.per_file_tokens)

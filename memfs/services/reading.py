@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from memfs.cleantext import clean_text, describe
 from memfs.index.text.messages import as_text as messages_as_text
-from memfs.index.text.messages import parse_jsonl, session_header
+from memfs.index.text.messages import parse_jsonl, parse_transcript, session_header, transcript_runtime
 from memfs.privacy import read_visible
 from memfs.services.lifecycle import Engine
 from memfs.workspace import (
@@ -101,14 +101,19 @@ class Reader:
         next_from = to_line + 1 if to_line < total else None
         body = "\n".join(picked) + ("\n" if picked else "")
         if messages:
-            body = self._as_messages(rel, body, from_line, all_lines[0] if all_lines else "")
+            body = self._as_messages(rel, body, from_line, to_line, text)
         return GetResult(rel, from_line, to_line, total, body, next_from, bad)
 
-    def _as_messages(self, rel: str, body: str, from_line: int, first_line: str) -> str:
+    def _as_messages(self, rel: str, body: str, from_line: int, to_line: int, whole: str) -> str:
         kind = classify(rel, self.engine.cfg.index.extra_paths)
         if not kind.is_jsonl:
             raise GetError(f"{rel} is not a sync file or session transcript: --messages reads JSONL messages "
                            "(leave it out to read the file)")
         session = kind is FileKind.SESSION
-        header = session_header(first_line) if session and from_line > 1 else ("", "")
+        runtime = transcript_runtime(whole[:4096]) if session else None
+        if runtime:
+            # A runtime's own session file is read whole (as the index reads it): the messages
+            # that start on the lines asked for.
+            return messages_as_text([m for m in parse_transcript(whole, runtime) if from_line <= m.line <= to_line])
+        header = session_header(whole.split("\n", 1)[0]) if session and from_line > 1 else ("", "")
         return messages_as_text(parse_jsonl(body, session=session, first_line=from_line, header=header))

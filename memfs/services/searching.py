@@ -15,6 +15,7 @@ from memfs.lazy import lazy_module
 
 np = lazy_module("numpy")
 
+from memfs import longpath
 from memfs.config import READ_WAIT_MS, SHARED_MODE
 from memfs.index.embedding.backlog import still_to_chunk
 from memfs.index.embedding.providers import EmbeddingError
@@ -28,15 +29,18 @@ from memfs.index.search.hybrid import (
     hybrid_search,
 )
 from memfs.index.storage.interface import IndexOffline, IndexStore
-from memfs.privacy import Privacy
+from memfs.index.text.messages import session_info
+from memfs.privacy import Privacy, read_visible
 from memfs.services.lifecycle import Engine
 from memfs.services.problems import file_warnings
+from memfs.workspace import FileKind, classify
 
 log = logging.getLogger(__name__)
 
 # How few passages may be pending for a read to wait at all (at most READ_WAIT_MS, to which
 # search.pending_wait_ms is capped): a note just written, not a backlog.
 FEW_PENDING = 16
+SESSIONS_KEPT = 256  # session files whose metadata a searcher remembers
 
 
 class Searcher:
@@ -45,6 +49,7 @@ class Searcher:
         # include_private -> (content generation, the passages big writes being chunked will add):
         # summing their lines took 1.6 ms a search during an 8 MB import; they change with the text.
         self._coming: dict[bool, tuple[int, int]] = {}
+        self._sessions: dict[tuple[str, int, int], dict[str, str] | None] = {}  # (path, size, mtime) -> info
 
     def search(
         self,
@@ -110,6 +115,8 @@ class Searcher:
         if self.engine.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
             warnings.append(f"embedding provider failed ({self.engine.provider_error}); keyword results only")
         warnings += file_warnings(self.engine, results, privacy)
+        results = [dataclasses.replace(r, session=info) if (info := self._session_of(r.path, privacy)) else r
+                   for r in results]
         if readers:  # another agent's private paths are hidden as from a shared reader of ours
             results, more = across.search_others(
                 readers, self.engine.store, self.engine.cfg.agent, results, query, embedding.result if embedding else None, params,
@@ -142,6 +149,26 @@ class Searcher:
             waited_ms=waited_ms,
             agents=[self.engine.cfg.agent, *(agent for agent, _ in readers)] if readers else [],
         )
+
+    def _session_of(self, rel: str, privacy: Privacy) -> dict[str, str] | None:
+        """The session a transcript result comes from (runtime, title, project, start), read once
+        per version of its file; None for any other file."""
+        if classify(rel, self.engine.cfg.index.extra_paths) is not FileKind.SESSION:
+            return None
+        try:
+            st = longpath.stat_of(self.engine.cfg.workspace / rel)
+        except OSError:
+            return None
+        key = (rel, st.st_size, st.st_mtime_ns)
+        if key not in self._sessions:
+            try:
+                data = read_visible(self.engine.cfg.workspace, rel, privacy)
+            except OSError:
+                return None
+            if len(self._sessions) >= SESSIONS_KEPT:
+                self._sessions.pop(next(iter(self._sessions)))
+            self._sessions[key] = session_info(data)
+        return self._sessions[key]
 
     def _still_to_come(self, include_private: bool) -> int:
         """The passages the big writes still being chunked will add (estimated as status does),

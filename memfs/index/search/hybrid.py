@@ -183,6 +183,9 @@ class SearchResult:
     chat_title: str = ""  # a result in a sync file or transcript: its chat's (session's) title
     chat_id: str = ""
     agent: str = ""  # a search of several agents (memfs.index.search.agents): whose memory this is
+    # A result in a session transcript: its runtime, title, project and start (set by the caller
+    # that can read the file: memfs.services.searching).
+    session: dict[str, str] | None = None
 
     @property
     def citation(self) -> str:
@@ -192,6 +195,8 @@ class SearchResult:
         found = asdict(self)
         if not self.agent:  # one agent's search: the JSON it always had
             del found["agent"]
+        if self.session is None:
+            del found["session"]
         return found
 
 

@@ -1,15 +1,20 @@
-"""Reading JSONL memory files as messages: ClawGPT sync lines and OpenClaw session transcripts.
+"""Reading JSONL memory files as messages: ClawGPT sync lines and session transcripts.
 
-Only what a person said or an assistant answered is kept: session records other than
-``type: "message"``, roles other than user/assistant, tool calls and tool results are left out.
-Lines that are not valid JSON are skipped and reported to the caller, who logs them (sync files
-are validated on the way in by :mod:`memfs.sync`, but can be edited beside the mount;
-transcripts are whatever the agent runtime wrote).
+A transcript in OpenClaw's JSONL (and in the same shape as ``memfs import`` and the hooks write
+it) is read line by line here: session records other than ``type: "message"`` are left out,
+and of the roles only the user's, the assistant's and a tool's (what the importers kept of a
+tool call or its output) are kept.  Any other runtime's session file (Claude Code, Codex CLI,
+Gemini CLI) is recognised by its content and read whole by :mod:`memfs.index.text.transcripts`
+(:func:`parse_transcript`), into the same messages.  Lines that are not valid JSON are skipped
+and reported to the caller, who logs them (sync files are validated on the way in by
+:mod:`memfs.sync`, but can be edited beside the mount; transcripts are whatever the agent runtime
+wrote).  Credentials in a message are masked (:mod:`memfs.index.text.secrets`).
 
 Every message knows the conversation it belongs to, which is to a message what a heading is to a
 Markdown turn: a sync line its chat (``chatId``, and ``chatTitle``: the chat's title, or its first
-words), a transcript line its session (the ``type: "session"`` record that opens the file: its id
-and start time).  Search indexes the title with the message and shows it with every result.
+words), a transcript line its session: its title (the runtime's own summary, else the first
+prompt), runtime, project and date.  Search indexes the title with the message and shows it with
+every result.
 """
 
 from __future__ import annotations
@@ -20,7 +25,15 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-ROLES = {"user": "User", "assistant": "Assistant"}
+from memfs.index.text import secrets, transcripts
+
+ROLES = {"user": "User", "assistant": "Assistant", "tool": "Tool"}
+# How a message of each kind reads in the index (a tool call is said as one line by the readers).
+KIND_WORDS = {transcripts.PROMPT: "User", transcripts.ANSWER: "Assistant", transcripts.TOOL_CALL: "Tool call",
+              transcripts.TOOL_OUTPUT: "Tool output"}
+# The runtimes whose session files the transcripts readers read whole (OpenClaw's own JSONL, and
+# what memfs import writes, is read line by line here, appends included).
+READ_WHOLE = (transcripts.CLAUDE_CODE, transcripts.CODEX, transcripts.GEMINI)
 
 
 @dataclass(frozen=True)
@@ -51,13 +64,61 @@ def sync_chat(record: dict) -> tuple[str, str]:
 
 def session_chat(record: Any) -> tuple[str, str] | None:
     """(session id, title) from a transcript's ``type: "session"`` header, or None if the record
-    is not one: "Session <id> (started YYYY-MM-DD HH:MM UTC)"."""
+    is not one.  A header that names the session (``title``, as memfs import writes it, with
+    ``runtime`` and ``cwd``) gives "<title> (<runtime>, <project>, <date>)"; else "Session <id>
+    (started YYYY-MM-DD HH:MM UTC)"."""
     if not isinstance(record, dict) or record.get("type") != "session":
         return None
     ident = str(record.get("id") or "").strip()
     started = _when(record.get("timestamp"))
+    if isinstance(record.get("title"), str) and record["title"].strip():
+        return ident, session_title(record["title"], str(record.get("runtime") or ""), str(record.get("cwd") or ""),
+                                    started[:10])
     title = " ".join(p for p in ("Session", _title(ident), f"(started {started})" if started else "") if p)
     return ident, title
+
+
+def project_name(cwd: str) -> str:
+    """A project as a title names it: the last two parts of its folder (``src/kettle``)."""
+    parts = [p for p in cwd.replace("\\", "/").split("/") if p]
+    return "/".join(parts[-2:])
+
+
+def session_title(title: str, runtime: str, cwd: str, day: str) -> str:
+    """A session's title as every one of its messages carries it: what it was about, then where
+    and when, so a result says which session it comes from and a search can name the project."""
+    about = ", ".join(p for p in (runtime, project_name(cwd), day) if p)
+    return f"{_title(secrets.mask(title))} ({about})" if about else _title(secrets.mask(title))
+
+
+def transcript_runtime(head: str) -> str | None:
+    """The runtime whose session file starts with ``head`` when its readers read it whole (see
+    READ_WHOLE), else None (OpenClaw's JSONL, or not a transcript: read line by line here)."""
+    runtime = transcripts.detect(head.encode("utf-8", "surrogatepass"))
+    return runtime if runtime in READ_WHOLE else None
+
+
+def parse_transcript(text: str, runtime: str) -> list[Message]:
+    """The messages of a whole session file of ``runtime`` (see READ_WHOLE), each at the line of
+    the file it starts on, under its session's title; credentials masked.  A file that does not
+    read as that runtime's gives no message."""
+    messages: list[Message] = []
+    try:
+        sessions = list(transcripts.read_bytes(text.encode("utf-8", "surrogatepass"), runtime))
+    except (transcripts.UnknownFormat, ValueError):
+        return messages
+    for session in sessions:
+        day = session.started.strftime("%Y-%m-%d") if session.started else ""
+        chat = (f"{session.runtime}:{session.id}", session_title(session.title, session.runtime, session.project, day))
+        for m in session.messages:
+            when = m.timestamp.strftime("%Y-%m-%d %H:%M UTC") if m.timestamp else ""
+            said = m.text.strip()
+            if not said:
+                continue
+            prefix = f"[{when}] " if when else ""
+            messages.append(Message(max(m.line, 1), f"{prefix}{KIND_WORDS.get(m.kind, 'Assistant')}: {said}",
+                                    m.id or None, *chat))
+    return messages
 
 
 @functools.lru_cache(maxsize=4096)
@@ -93,12 +154,13 @@ def _when(value: Any) -> str:
 
 
 def _render(line: int, role: str, content: str, when: str, ident: str | None,
-            chat: tuple[str, str] = ("", "")) -> Message | None:
+            chat: tuple[str, str] = ("", ""), kind: object = None) -> Message | None:
     content = content.strip()
     if role not in ROLES or not content:
         return None
     prefix = f"[{when}] " if when else ""
-    return Message(line, f"{prefix}{ROLES[role]}: {content}", ident, *chat)
+    label = KIND_WORDS.get(kind, ROLES[role]) if isinstance(kind, str) else ROLES[role]
+    return Message(line, f"{prefix}{label}: {secrets.mask(content)}", ident, *chat)
 
 
 def _text_of(content: Any) -> str:
@@ -134,7 +196,7 @@ def parse_session_line(line: int, record: Any, chat: tuple[str, str] = ("", ""))
     role = str(message.get("role", ""))
     when = _when(record.get("timestamp") or message.get("timestamp"))
     ident = record.get("id") if isinstance(record.get("id"), str) else None
-    return _render(line, role, _text_of(message.get("content")), when, ident, chat)
+    return _render(line, role, _text_of(message.get("content")), when, ident, chat, record.get("kind"))
 
 
 def session_header(first_line: str) -> tuple[str, str]:
@@ -189,3 +251,28 @@ def as_text(messages: list[Message]) -> str:
                 out += [f"# {message.chat_title}", ""]
         out.append(message.text)
     return "\n".join(out) + ("\n" if out else "")
+
+
+def session_info(data: bytes) -> dict[str, str] | None:
+    """What a session file says of its session, as a search result shows it: ``runtime``,
+    ``title``, ``project`` (its folder) and ``started`` (ISO, UTC); None for a file that is not
+    a session (a header-less JSONL).  A runtime's own file is read whole; OpenClaw's JSONL (and
+    memfs import's) only by its first line."""
+    head = data[:4096].decode("utf-8", "replace")
+    runtime = transcript_runtime(head)
+    if runtime:
+        try:
+            session = next(transcripts.read_bytes(data, runtime))
+        except (StopIteration, transcripts.UnknownFormat, ValueError):
+            return None
+        return {"runtime": session.runtime, "title": secrets.mask(session.title), "project": session.project,
+                "started": session.started.isoformat() if session.started else ""}
+    try:
+        record = json.loads(head.split("\n", 1)[0])
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("type") != "session":
+        return None
+    started = transcripts.model.utc(record.get("timestamp"))
+    return {"runtime": str(record.get("runtime") or "openclaw"), "title": secrets.mask(str(record.get("title") or "")),
+            "project": str(record.get("cwd") or ""), "started": started.isoformat() if started else ""}

@@ -22,8 +22,10 @@ Memory: JSONL is read a line at a time and single-JSON files an item at a time
 from __future__ import annotations
 
 import dataclasses
+import io
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from .. import secrets
 from . import aider, claude_code, codex, gemini, openclaw
@@ -61,7 +63,7 @@ __all__ = [
     "AIDER", "ANSWER", "ASSISTANT", "CHATGPT", "CLAUDE_AI", "CLAUDE_CODE", "CODEX", "GEMINI", "OPENCLAW",
     "OUTPUT_CHARS", "OUTPUT_LINES", "PROMPT", "RUNTIMES", "TITLE_CHARS", "TOOL", "TOOL_CALL", "TOOL_OUTPUT", "USER",
     "Message", "Session", "Stats", "UnknownFormat", "detect", "detect_path", "iter_export", "masked", "open_export",
-    "read_session", "read_sessions",
+    "read_bytes", "read_session", "read_sessions",
 ]
 
 
@@ -104,27 +106,41 @@ def _read(path: Path, runtime: str | None) -> Iterator[Session]:
         yield from iter_export(path)
         return
     with open(path, "rb") as fp:
-        head = fp.read(HEAD)
-        fp.seek(0)
-        if runtime == AIDER:
-            yield from aider.read(fp)
-        elif runtime == CLAUDE_CODE:
-            yield claude_code.read(fp)
-        elif runtime == OPENCLAW:
-            yield openclaw.read(fp)
-        elif runtime == CODEX:
-            yield codex.read_json(fp) if _pretty_json(head) or head.lstrip().startswith(b'{"session"') \
-                else codex.read(fp)
-        elif runtime == GEMINI:
-            text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
-            if text.startswith(b"[") or (b'"history"' in text and b'"projectHash"' not in text):
-                yield gemini.read_checkpoint(fp)
-            elif _pretty_json(head):
-                yield gemini.read_json(fp)
-            else:
-                yield gemini.read_jsonl(fp)
+        yield from _read_fp(fp, runtime, path)
+
+
+def _read_fp(fp: IO[bytes], runtime: str, name: object) -> Iterator[Session]:
+    head = fp.read(HEAD)
+    fp.seek(0)
+    if runtime == AIDER:
+        yield from aider.read(fp)
+    elif runtime == CLAUDE_CODE:
+        yield claude_code.read(fp)
+    elif runtime == OPENCLAW:
+        yield openclaw.read(fp)
+    elif runtime == CODEX:
+        yield codex.read_json(fp) if _pretty_json(head) or head.lstrip().startswith(b'{"session"') \
+            else codex.read(fp)
+    elif runtime == GEMINI:
+        text = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+        if text.startswith(b"[") or (b'"history"' in text and b'"projectHash"' not in text):
+            yield gemini.read_checkpoint(fp)
+        elif _pretty_json(head):
+            yield gemini.read_json(fp)
         else:
-            raise UnknownFormat(f"{path}: no reader for {runtime!r}")
+            yield gemini.read_jsonl(fp)
+    else:
+        raise UnknownFormat(f"{name}: no reader for {runtime!r}")
+
+
+def read_bytes(data: bytes, runtime: str | None = None, mask: bool = True) -> Iterator[Session]:
+    """Every session in ``data``, the bytes of a session file (not an export): what the index
+    reads from a file it has in memory already.  ``runtime`` as :func:`read_sessions`'s."""
+    runtime = runtime or detect(data[:HEAD])
+    if runtime is None or runtime in (CHATGPT, CLAUDE_AI):
+        raise UnknownFormat(f"not a session file of {', '.join(RUNTIMES)}")
+    for session in _read_fp(io.BytesIO(data), runtime, "data"):
+        yield masked(session) if mask else session
 
 
 def read_session(path: str | Path, runtime: str | None = None, mask: bool = True) -> Session:

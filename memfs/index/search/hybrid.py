@@ -553,7 +553,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
                                                       context.tolist()):
         chunk = chunks[unit.chunk_id]
         in_chunk = by_chunk.setdefault(unit.chunk_id, [])
-        if not in_chunk or (in_chunk[-1].start_line, in_chunk[-1].end_line) != (unit.start_line, unit.end_line):
+        if not in_chunk or _passage(in_chunk[-1]) != _passage(unit):
             in_chunk.append(unit)  # twins (units.twins) are one passage of the file
         if score < floor or dated and not scope.day_ok(unit_day(chunk.path, unit)):
             continue
@@ -568,12 +568,18 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     # calibration would give it 0.27, its prior).
     own = scoring.fuse(coverage, own_cos, own_cos, message, once)
     growable = np.where(np.isnan(own_cos) & (coverage == 0), 0.0, own)
-    evidence: dict[tuple[int, int, int], float] = {}
+    evidence: dict[tuple[int, int, int, str], float] = {}
     for u, grows in zip(units, growable.tolist()):
-        key = (u.chunk_id, u.start_line, u.end_line)
+        key = (u.chunk_id, *_passage(u))
         evidence[key] = max(evidence.get(key, 0.0), grows)
-    return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, u.start_line, u.end_line)]
+    return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, *_passage(u))]
                                      for in_chunk in by_chunk.values() for u in in_chunk}, vectors, mode)
+
+
+def _passage(unit: StoredUnit) -> tuple[int, int, str]:
+    """Which passage of the file a unit reads: its lines, and its text (the paragraphs of one long
+    message share its line); twins (units.twins) read one passage two ways."""
+    return unit.start_line, unit.end_line, unit.text
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:
@@ -598,8 +604,7 @@ def _window(item: _Scored, order: list[StoredUnit], by_unit: dict[int, float], l
     ``pooled``: the chunk was read late, its units pooled in one reading (see MERGE_FLOOR);
     ``floor``: the own evidence that joins a neighbour (MERGE_FLOOR_ONCE for Markdown read once)."""
     chunk = item.chunk
-    position = next(i for i, u in enumerate(order)
-                    if (u.start_line, u.end_line) == (item.unit.start_line, item.unit.end_line))
+    position = next(i for i, u in enumerate(order) if _passage(u) == _passage(item.unit))
     lines = chunk.text.split("\n") if not chunk.jsonl else []
 
     def span(first: int, last: int) -> str:

@@ -29,10 +29,11 @@ from memfs.index.text import tokens
 from memfs.index.text.messages import Message
 from memfs.index.text.units import Unit, markdown_units, message_units
 
-CHUNKER_VERSION = 7  # 3: chunks carry units; 4: the model reads text without Markdown marks;
+CHUNKER_VERSION = 8  # 3: chunks carry units; 4: the model reads text without Markdown marks;
 # 5: facts (list items, key: value lines) are units with twins; 6: a JSONL chunk holds one chat,
 # headed by its title, and its messages carry the title (with twins read without it); 7: MEMORY.md's
-# headings are units only with text of their own under them (an empty section is a placeholder)
+# headings are units only with text of their own under them (an empty section is a placeholder);
+# 8: a message longer than units.PARAGRAPH_CHARS is a unit per paragraph
 
 @dataclass(frozen=True)
 class Chunk:

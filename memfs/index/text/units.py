@@ -37,6 +37,9 @@ import re
 from dataclasses import dataclass
 
 WINDOW_LINES = 4  # a plain block longer than this is cut into windows of this many lines
+# A message longer than this is cut into passages of about this size at its paragraphs (about 120
+# tokens: the size of a Markdown unit of WINDOW_LINES lines of prose).
+PARAGRAPH_CHARS = 480
 _LIST_ITEM = re.compile(r"^\s{0,3}(?:[-*+]|\d{1,3}[.)])\s")
 # A ``key: value`` fact: a label of at most KEY_WORDS words and a value of at most VALUE_WORDS words
 # (a label names an attribute: "Wife", "Favourite food", "Home city"; a longer value is prose whose
@@ -207,10 +210,41 @@ def markdown_units(numbered: list[tuple[int, str]], headings_alone: bool = True)
 
 
 def message_units(numbered: list[tuple[int, str]], title: str = "") -> list[Unit]:
-    """One unit per message, its chat's title as context, with its twin read without it."""
+    """One unit per message (a long one: per paragraph, see :func:`_paragraphs`), its chat's
+    title as context, with its twin read without it."""
     units: list[Unit] = []
-    for number, text in numbered:
-        if text.strip():
+    for number, whole in numbered:
+        for text in _paragraphs(whole):
             unit = Unit(number, number, text, title)
             units.extend([unit, Unit(number, number, text, title, plain(text))] if title else [unit])
     return units
+
+
+def _paragraphs(text: str) -> list[str]:
+    """A message's passages: the whole message, or, when it is longer than PARAGRAPH_CHARS (an
+    agent's answer of several paragraphs, a pasted log), its paragraphs joined up to about that
+    size (a run of lines without a blank one cut where it grows past it).  Each says one thing,
+    so search scores it and shows it apart, where the message's first words would otherwise stand
+    for all of it; they cite the message's line, as pieces of an over-long one always did."""
+    if len(text) <= PARAGRAPH_CHARS:
+        return [text] if text.strip() else []
+    pieces: list[str] = []
+    for block in re.split(r"\n[ \t]*\n", text):
+        lines = block.split("\n")
+        current: list[str] = []
+        for line in lines:
+            if current and len("\n".join(current)) + len(line) + 1 > PARAGRAPH_CHARS:
+                pieces.append("\n".join(current))
+                current = []
+            current.append(line)
+        if current:
+            pieces.append("\n".join(current))
+    out: list[str] = []
+    for piece in pieces:
+        if not piece.strip():
+            continue
+        if out and len(out[-1]) + len(piece) + 2 <= PARAGRAPH_CHARS:
+            out[-1] = f"{out[-1]}\n\n{piece}"
+        else:
+            out.append(piece)
+    return out

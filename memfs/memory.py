@@ -186,6 +186,8 @@ class Memory:
         self._history_lock = threading.Lock()
         self._indexing = PathLocks()  # a close() and the completion worker never index one file at once
         self.sync_validated = 0  # sync messages validated by this process (the mount shows it)
+        self.sync_limits = sync_protocol.Limits(cfg.sync.max_message_kb * 1024,
+                                                int(cfg.sync.max_envelope_mb * 1024 * 1024))
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a
         # rebuild) takes it exclusively, so no running mount ever has its index swapped away.
@@ -849,9 +851,9 @@ class Memory:
         """Validated messages; invalid data (``whole``, if ``data`` is the end of it) is kept
         under clawgpt-memory/.rejected/ with the reason, and raises SyncError."""
         try:
-            messages = sync_protocol.parse(data, first_line)
+            messages = sync_protocol.parse(data, first_line, limits=self.sync_limits)
         except sync_protocol.SyncError as exc:
-            kept = self.sync_store.reject(source, data if whole is None else whole, str(exc))
+            kept = self._reject(source, data if whole is None else whole, exc)
             # INFO: the front end reports it (a mount's log line, the CLI's error), once.
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
@@ -868,11 +870,20 @@ class Memory:
         """Validate sync data that may still grow, once it is complete JSON (see
         :func:`memfs.sync.protocol.check_unfinished`); invalid data is kept and raises SyncError."""
         try:
-            sync_protocol.check_unfinished(data, first_line)
+            sync_protocol.check_unfinished(data, first_line, limits=self.sync_limits)
         except sync_protocol.SyncError as exc:
-            kept = self.sync_store.reject(source, data, str(exc))
+            kept = self._reject(source, data, exc)
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
+
+    def _reject(self, source: str, data: bytes, exc: sync_protocol.SyncError) -> Path:
+        """Keep refused sync data with the reason; of data refused for its size, only its head
+        (a person needs to see what it was, not to have a disk filled with every attempt)."""
+        reason = str(exc)
+        if isinstance(exc, sync_protocol.TooLarge) and len(data) > sync_protocol.KEPT_OF_OVERSIZED:
+            reason += f" (kept: its first {sync_protocol.KEPT_OF_OVERSIZED:,} of {len(data):,} bytes)"
+            data = data[: sync_protocol.KEPT_OF_OVERSIZED]
+        return self.sync_store.reject(source, data, reason)
 
     @staticmethod
     def sync_is_envelope(data: bytes) -> bool:

@@ -184,7 +184,7 @@ class SyncStore:
                     except ValueError:  # orjson refuses some JSON that json takes (NaN, ...)
                         try:
                             record = json.loads(raw)
-                        except ValueError:
+                        except (ValueError, RecursionError):  # a line nested deep, edited in beside
                             continue
                     if isinstance(record, dict) and isinstance(record.get("id"), str):
                         ids.setdefault(record["id"], f"{SYNC_DIR}/{path.name}")

@@ -866,11 +866,13 @@ class Memory:
         ``parsed``, so they are not parsed again)."""
         return self._parse_sync(data, source, first_line)
 
-    def check_sync_unfinished(self, data: bytes, source: str, first_line: int = 1) -> None:
+    def check_sync_unfinished(self, data: bytes, source: str, first_line: int = 1,
+                              scan: sync_protocol.EnvelopeScan | None = None) -> None:
         """Validate sync data that may still grow, once it is complete JSON (see
-        :func:`memfs.sync.protocol.check_unfinished`); invalid data is kept and raises SyncError."""
+        :func:`memfs.sync.protocol.check_unfinished`; ``scan``: an envelope's, from
+        :meth:`envelope_scan`, kept while it is written); invalid data is kept and raises SyncError."""
         try:
-            sync_protocol.check_unfinished(data, first_line, limits=self.sync_limits)
+            sync_protocol.check_unfinished(data, first_line, limits=self.sync_limits, scan=scan)
         except sync_protocol.SyncError as exc:
             kept = self._reject(source, data, exc)
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
@@ -884,6 +886,11 @@ class Memory:
             reason += f" (kept: its first {sync_protocol.KEPT_OF_OVERSIZED:,} of {len(data):,} bytes)"
             data = data[: sync_protocol.KEPT_OF_OVERSIZED]
         return self.sync_store.reject(source, data, reason)
+
+    @staticmethod
+    def envelope_scan() -> sync_protocol.EnvelopeScan:
+        """What a writer of an envelope keeps from write to write (see EnvelopeScan)."""
+        return sync_protocol.EnvelopeScan()
 
     @staticmethod
     def sync_is_envelope(data: bytes) -> bool:

@@ -866,7 +866,7 @@ class Memory:
         ``parsed``, so they are not parsed again)."""
         return self._parse_sync(data, source, first_line)
 
-    def check_sync_unfinished(self, data: bytes, source: str, first_line: int = 1,
+    def check_sync_unfinished(self, data: bytes | bytearray, source: str, first_line: int = 1,
                               scan: sync_protocol.EnvelopeScan | None = None) -> None:
         """Validate sync data that may still grow, once it is complete JSON (see
         :func:`memfs.sync.protocol.check_unfinished`; ``scan``: an envelope's, from
@@ -878,7 +878,7 @@ class Memory:
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
 
-    def _reject(self, source: str, data: bytes, exc: sync_protocol.SyncError) -> Path:
+    def _reject(self, source: str, data: bytes | bytearray, exc: sync_protocol.SyncError) -> Path:
         """Keep refused sync data with the reason; of data refused for its size, only its head
         (a person needs to see what it was, not to have a disk filled with every attempt)."""
         reason = str(exc)

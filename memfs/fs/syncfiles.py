@@ -2,10 +2,12 @@
 validated as ``write()`` receives it, stored as sync messages when the file is flushed.
 
 The messages of the lines judged are kept with the staged bytes, so at flush they are stored
-without being parsed again; an envelope is read write by write (its scan kept with the handle)
-and parsed once it is complete, so what one write costs is bounded by the write and the bounds
-on a message and an envelope, not by how much was written before it.  Each write is judged as soon as it completes something: every complete JSONL line, a last line
+without being parsed again.  Each write is judged as soon as it completes something: every complete JSONL line, a last line
 without its newline once it is complete JSON, a whole ``[CLAWGPT-SYNC]`` envelope once it is.
+An envelope is read write by write (its scan kept with the handle) and parsed once complete, so
+what one write costs is bounded by the write and the bounds on a message and an envelope
+(``sync.max_message_kb``, ``sync.max_envelope_mb``: a write that passes them fails at once), not
+by how much was written before it.
 A bad one fails that very ``write()`` with EINVAL (so ``echo >>`` and ``printf >`` report it):
 appended bytes go with the line they belong to, a rewrite of staged bytes is undone whole, and
 the lines accepted before stay, to be stored at flush.

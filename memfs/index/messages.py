@@ -147,7 +147,7 @@ def session_header(first_line: str) -> tuple[str, str]:
         return "", ""
 
 
-TOO_DEEP = "nested too deep to read (JSON past the json module's recursion limit)"
+TOO_DEEP = "JSON nested too deep to read"  # past the json module's recursion limit
 
 
 def _too_long(raw: str, max_bytes: int | None) -> int:

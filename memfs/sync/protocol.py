@@ -257,8 +257,8 @@ def _plain(record: Any, latest: float) -> SyncMessage | None:
     except KeyError:
         return None
     device = record.get("deviceId")
-    if len(record) != 6 + ("deviceId" in record):
-        return None  # fields it does not know of: validate judges how deep they nest
+    if len(record) != 6 + ("deviceId" in record) and _deeper_than(record, MAX_DEPTH):
+        return None  # fields it does not know of, nested too deep: _line refuses it, saying why
     if (type(ident) is str and type(chat) is str and type(title) is str and type(content) is str
             and (role == "user" or role == "assistant") and type(stamp) is int
             and EARLIEST_MS <= stamp <= latest and (device is None or type(device) is str) and ident.strip()):
@@ -392,7 +392,7 @@ class EnvelopeScan:
         return self.closed
 
 
-def check_unfinished(data: bytes, first_line: int = 1, now_ms: float | None = None,
+def check_unfinished(data: bytes | bytearray, first_line: int = 1, now_ms: float | None = None,
                      limits: Limits = DEFAULT_LIMITS, scan: EnvelopeScan | None = None) -> None:
     """Judge data that may still grow (an envelope, or a last line without its newline) as
     soon as it is complete JSON: raises SyncError if it is a complete but invalid message, so
@@ -429,7 +429,7 @@ def check_unfinished(data: bytes, first_line: int = 1, now_ms: float | None = No
         raise
 
 
-def _cut_short(data: bytes) -> bool:
+def _cut_short(data: bytes | bytearray) -> bool:
     """Whether JSON data (after the envelope's prefix, if any) is cut short, as orjson says,
     reading it without a copy.  The json module then need not read it as well: each write of an
     envelope ending in a '}' had both read all of it (a 30 MB envelope written in 128 KiB writes

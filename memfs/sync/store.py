@@ -303,7 +303,7 @@ class SyncStore:
             os.close(fd)
         return size, data, after
 
-    def reject(self, name: str, data: bytes, reason: str) -> Path:
+    def reject(self, name: str, data: bytes | bytearray, reason: str) -> Path:
         """Keep refused bytes with the reason beside them, for a person to look at (new files
         only, never through a symlink)."""
         folder = self.folder / REJECTED_DIR

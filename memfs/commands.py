@@ -148,6 +148,10 @@ def sync(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     data = base64.b64decode(args.get("data") or b"")
     if not data.strip():
         return Answer(error="no sync message on stdin (expected a [CLAWGPT-SYNC] message or JSONL lines)")
+    # One sync is bounded whatever its form (JSONL lines too): an import larger than that goes
+    # into clawgpt-memory/ on a mount, where only each line is.
+    if problem := memory.sync_limits.envelope_problem(len(data), "a sync message on stdin"):
+        return Answer(error=f"sync message rejected: {problem}")
     head = data.lstrip(b"\xef\xbb\xbf").lstrip()
     if not memory.sync_is_envelope(data) and head.startswith(b"{") and b'"messages"' in head.split(b"\n", 1)[0]:
         return Answer(error=f"not a {PREFIX} message: an envelope starts with {PREFIX}, then its JSON")

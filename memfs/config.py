@@ -255,6 +255,17 @@ class PrivacyConfig(_Section):
 
 class SyncConfig(_Section):
     timezone: str = "UTC"
+    # The most one message may have, as its JSONL line (an envelope's: as the line it is stored
+    # as): a chat message is a few KB, a long document pasted into one some hundreds.  Beyond it
+    # a message is refused before it is parsed; a 60 MB one used to be stored and cost some 3
+    # minutes of CPU to index and embed (76,536 chunks).  The same in every mode: what a shared
+    # writer may cost is bounded by the same line, and a main writer's long document fits too.
+    max_message_kb: int = Field(1024, ge=1, le=1_048_576)
+    # The most one envelope may have, and what one `memfs sync` (or memory_sync) takes from
+    # stdin in any form: a sync is what a client sends since its last one.  A file of JSONL lines
+    # written into clawgpt-memory/ on a mount (an import of a year, 30 MB and more) is bounded
+    # line by line only.
+    max_envelope_mb: float = Field(32.0, gt=0, le=4096)
 
     check_zone = field_validator("timezone")(_zone)
 

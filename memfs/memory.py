@@ -36,7 +36,7 @@ from memfs.services.reporting import Reporter
 from memfs.services.searching import Searcher
 from memfs.services.syncing import ParsedSync, SyncError, SyncIngest  # noqa: F401
 from memfs.state import StatePaths
-from memfs.sync.protocol import SyncMessage
+from memfs.sync.protocol import EnvelopeScan, Limits, SyncMessage
 from memfs.sync.store import IngestResult
 from memfs.versions import Versions, VersionsError  # noqa: F401
 
@@ -96,6 +96,11 @@ class Memory:
     def sync_validated(self) -> int:
         """Sync messages validated by this process (the mount shows it)."""
         return self.engine.sync_validated
+
+    @property
+    def sync_limits(self) -> Limits:
+        """The bounds on sync input (sync.max_message_kb, sync.max_envelope_mb)."""
+        return self.syncing.limits
 
     @property
     def pending(self) -> int:
@@ -228,9 +233,16 @@ class Memory:
         """Validate sync data without storing it; returns its messages."""
         return self.syncing.parse_sync(data, source, first_line)
 
-    def check_sync_unfinished(self, data: bytes, source: str, first_line: int = 1) -> None:
-        """Validate sync data that may still grow, once it is complete JSON."""
-        self.syncing.check_sync_unfinished(data, source, first_line)
+    def check_sync_unfinished(self, data: bytes | bytearray, source: str, first_line: int = 1,
+                              scan: EnvelopeScan | None = None) -> None:
+        """Validate sync data that may still grow, once it is complete JSON (``scan``: an
+        envelope's, from :meth:`envelope_scan`, kept while it is written)."""
+        self.syncing.check_sync_unfinished(data, source, first_line, scan)
+
+    @staticmethod
+    def envelope_scan() -> EnvelopeScan:
+        """What a writer of an envelope keeps from write to write."""
+        return SyncIngest.envelope_scan()
 
     @staticmethod
     def sync_is_envelope(data: bytes) -> bool:

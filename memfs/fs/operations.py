@@ -227,7 +227,7 @@ class MemfsOperations(Passthrough):
         handle.staged_base += len(data)
         handle.staged.clear()
         handle.checked = handle.checked_lines = 0
-        handle.parsed = []
+        handle.parsed, handle.scan = [], None
         memory = self.writes.memory
         writes = self.writes
         claimed: list[str] = []

@@ -91,6 +91,7 @@ class Handle:
     checked: int = 0  # staged[:checked] is complete lines already validated
     checked_lines: int = 0  # how many lines staged[:checked] holds
     parsed: list | None = None  # the messages of staged[:checked] (None: not known, parsed at flush)
+    scan: Any = None  # an envelope's reading so far (memfs.fs.syncfiles), None: from its start
     created: bool = False  # made by this open (create)
     wrote: bool = False  # written since the kernel's pages were last known to match the file
     who: Any = None  # the Provenance of the process that opened it for writing (memory files)

@@ -180,20 +180,28 @@ class Indexer:
         return _Read(text, record, first_line, append, start, data, header=header, new_from=new_from)
 
     def chunk_text(self, rel: str, text: str, first_line: int = 1,
-                   header: tuple[str, str] = ("", ""), new_from: int = 1) -> list[chunking.Chunk]:
+                   header: tuple[str, str] = ("", ""), new_from: int = 1,
+                   skipped: list[tuple[int, str]] | None = None) -> list[chunking.Chunk]:
         """``new_from``: the first line not read before (a bad line is logged once, when it is
-        first read, not again at each append to its file)."""
+        first read, not again at each append to its file).  ``skipped`` gets the new lines of a
+        JSONL file left out for what reading them would cost (see :func:`parse_jsonl`)."""
         kind = classify(rel, self.cfg.index.extra_paths)
         size, overlap = self.cfg.chunking.tokens, self.cfg.chunking.overlap
         if kind.is_jsonl:
             limit = min(size, INPUT_TOKENS.get(self.cfg.embedding.provider, size))
             bad: list[int] = []
+            costly: list[tuple[int, str]] = []
             runtime = transcript_runtime(text[:HEADER_CHARS]) if kind is FileKind.SESSION and first_line == 1 else None
             if runtime:
                 messages = parse_transcript(text, runtime)
             else:
+                # A line is bounded as a Markdown file is: JSONL files are exempt as a whole (they
+                # grow for ever), not a single line of one.
                 messages = parse_jsonl(text, session=kind is FileKind.SESSION, bad_lines=bad, first_line=first_line,
-                                       header=header)
+                                       header=header, skipped=costly,
+                                       max_line_bytes=int(self.cfg.index.max_file_mb * 1024 * 1024))
+            if skipped is not None:
+                skipped.extend(entry for entry in costly if entry[0] >= new_from)
             bad = [line for line in bad if line >= new_from]
             if bad:
                 shown = ", ".join(map(str, bad[:10])) + (f" and {len(bad) - 10} more" if len(bad) > 10 else "")
@@ -257,7 +265,14 @@ class Indexer:
             log.warning("%s: %s; the rest is indexed", rel, record.warning)
         if defer_over is not None and len(read.data) >= defer_over:
             return self._provisional(rel, text, read)
-        chunks = self.chunk_text(rel, text, read.first_line, read.header, read.new_from)
+        skipped: list[tuple[int, str]] = []
+        chunks = self.chunk_text(rel, text, read.first_line, read.header, read.new_from, skipped)
+        if skipped:
+            # Recorded with the file (status lists it), as bytes that are not text are.
+            said = _skipped_lines(skipped)
+            log.warning("%s: %s; the rest is indexed", rel, said)
+            warning = "; ".join(w for w in (record.warning, said) if w)  # an append's after the file's own
+            record = dataclasses.replace(record, warning=warning if len(warning) <= 1000 else warning[:999] + "…")
         if kind is FileKind.SESSION and not chunks and not read.append and text.strip() and not record.warning:
             # Said, not silent: a session file of a format memfs does not read indexes as nothing.
             record = dataclasses.replace(record, warning=NO_MESSAGES)
@@ -662,6 +677,13 @@ def _identity_of(data: bytes, tail: str) -> str:
     if len(data) > FULL_HASH_BYTES:
         return f"size:{len(data)}:tail:{tail}"
     return tail if len(data) <= TAIL_BYTES else hashlib.sha256(data).hexdigest()
+
+
+def _skipped_lines(skipped: list[tuple[int, str]]) -> str:
+    """What a file's warning says of the lines left out: the first with its reason, and how many more."""
+    number, reason = skipped[0]
+    more = len(skipped) - 1
+    return f"line {number} skipped ({reason})" + (f" and {more} more line{'s' if more > 1 else ''}" if more else "")
 
 
 @dataclass

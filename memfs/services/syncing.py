@@ -11,6 +11,7 @@ import os
 import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from memfs.history.provenance import BESIDE, Provenance
 from memfs.history.store import FAILURES as HISTORY_FAILURES
@@ -33,15 +34,17 @@ ParsedSync = tuple[list[sync_protocol.SyncMessage], int, int]
 class SyncIngest:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        sync = engine.cfg.sync
+        self.limits = sync_protocol.Limits(sync.max_message_kb * 1024, int(sync.max_envelope_mb * 1024 * 1024))
 
     def _parse_sync(self, data: bytes, source: str, first_line: int = 1,
                     whole: bytes | None = None) -> list[sync_protocol.SyncMessage]:
         """Validated messages; invalid data (``whole``, if ``data`` is the end of it) is kept
         under clawgpt-memory/.rejected/ with the reason, and raises SyncError."""
         try:
-            messages = sync_protocol.parse(data, first_line)
+            messages = sync_protocol.parse(data, first_line, limits=self.limits)
         except sync_protocol.SyncError as exc:
-            kept = self.engine.sync_store.reject(source, data if whole is None else whole, str(exc))
+            kept = self._reject(source, data if whole is None else whole, exc)
             # INFO: the front end reports it (a mount's log line, the CLI's error), once.
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
@@ -54,15 +57,31 @@ class SyncIngest:
         ``parsed``, so they are not parsed again)."""
         return self._parse_sync(data, source, first_line)
 
-    def check_sync_unfinished(self, data: bytes, source: str, first_line: int = 1) -> None:
+    def check_sync_unfinished(self, data: bytes | bytearray, source: str, first_line: int = 1,
+                              scan: sync_protocol.EnvelopeScan | None = None) -> None:
         """Validate sync data that may still grow, once it is complete JSON (see
-        :func:`memfs.sync.protocol.check_unfinished`); invalid data is kept and raises SyncError."""
+        :func:`memfs.sync.protocol.check_unfinished`; ``scan``: an envelope's, from
+        :meth:`envelope_scan`, kept while it is written); invalid data is kept and raises SyncError."""
         try:
-            sync_protocol.check_unfinished(data, first_line)
+            sync_protocol.check_unfinished(data, first_line, limits=self.limits, scan=scan)
         except sync_protocol.SyncError as exc:
-            kept = self.engine.sync_store.reject(source, data, str(exc))
+            kept = self._reject(source, data, exc)
             log.info("rejected sync data from %s: %s (kept in %s)", source, exc, kept)
             raise
+
+    def _reject(self, source: str, data: bytes | bytearray, exc: sync_protocol.SyncError) -> Path:
+        """Keep refused sync data with the reason; of data refused for its size, only its head
+        (a person needs to see what it was, not to have a disk filled with every attempt)."""
+        reason = str(exc)
+        if isinstance(exc, sync_protocol.TooLarge) and len(data) > sync_protocol.KEPT_OF_OVERSIZED:
+            reason += f" (kept: its first {sync_protocol.KEPT_OF_OVERSIZED:,} of {len(data):,} bytes)"
+            data = data[: sync_protocol.KEPT_OF_OVERSIZED]
+        return self.engine.sync_store.reject(source, data, reason)
+
+    @staticmethod
+    def envelope_scan() -> sync_protocol.EnvelopeScan:
+        """What a writer of an envelope keeps from write to write (see EnvelopeScan)."""
+        return sync_protocol.EnvelopeScan()
 
     @staticmethod
     def sync_is_envelope(data: bytes) -> bool:

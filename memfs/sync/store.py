@@ -194,7 +194,7 @@ class SyncStore:
                     except ValueError:  # orjson refuses some JSON that json takes (NaN, ...)
                         try:
                             record = json.loads(raw)
-                        except ValueError:
+                        except (ValueError, RecursionError):  # a line nested deep, edited in beside
                             continue
                     if isinstance(record, dict) and isinstance(record.get("id"), str):
                         ids.setdefault(record["id"], f"{SYNC_DIR}/{path.name}")
@@ -314,7 +314,7 @@ class SyncStore:
             os.close(fd)
         return size, data, after
 
-    def reject(self, name: str, data: bytes, reason: str) -> Path:
+    def reject(self, name: str, data: bytes | bytearray, reason: str) -> Path:
         """Keep refused bytes with the reason beside them, for a person to look at (new files
         only, never through a symlink)."""
         folder = self.folder / REJECTED_DIR

@@ -8,7 +8,10 @@ Gemini CLI) is recognised by its content and read whole by :mod:`memfs.index.tex
 (:func:`parse_transcript`), into the same messages.  Lines that are not valid JSON are skipped
 and reported to the caller, who logs them (sync files are validated on the way in by
 :mod:`memfs.sync`, but can be edited beside the mount; transcripts are whatever the agent runtime
-wrote).  Credentials in a message are masked (:mod:`memfs.index.text.secrets`).
+wrote).  So are lines no reader should be made to take: longer than the caller's bound, or
+nested deeper than the json module can recurse (it raises RecursionError some 1000 levels
+down): skipped with the reason, the rest read.  Credentials in a message are masked
+(:mod:`memfs.index.text.secrets`).
 
 Every message knows the conversation it belongs to, which is to a message what a heading is to a
 Markdown turn: a sync line its chat (``chatId``, and ``chatTitle``: the chat's title, or its first
@@ -203,23 +206,45 @@ def session_header(first_line: str) -> tuple[str, str]:
     """(session id, title) from a transcript's first line; empty if it is not a session header."""
     try:
         return session_chat(json.loads(first_line)) or ("", "")
-    except ValueError:
+    except (ValueError, RecursionError):
         return "", ""
 
 
+TOO_DEEP = "JSON nested too deep to read"  # past the json module's recursion limit
+
+
+def _too_long(raw: str, max_bytes: int | None) -> int:
+    """The bytes of a line longer than ``max_bytes`` (0 if it is not): UTF-8 is 1 to 4 bytes a
+    character, so only a line near the bound is encoded to count them."""
+    if max_bytes is None or len(raw) * 4 <= max_bytes:
+        return 0
+    size = len(raw) if len(raw) > max_bytes else len(raw.encode("utf-8", "surrogatepass"))
+    return size if size > max_bytes else 0
+
+
 def parse_jsonl(text: str, session: bool, bad_lines: list[int] | None = None, first_line: int = 1,
-                header: tuple[str, str] = ("", "")) -> list[Message]:
+                header: tuple[str, str] = ("", ""), skipped: list[tuple[int, str]] | None = None,
+                max_line_bytes: int | None = None) -> list[Message]:
     """The messages of a JSONL file (``text`` starting at line ``first_line``); the numbers of
-    lines that are not JSON go to ``bad_lines``.  ``header``: a transcript's session (id, title)
-    when ``text`` starts after its header line (an append)."""
+    lines that are not JSON go to ``bad_lines``, (number, reason) of lines skipped for what they
+    would cost (longer than ``max_line_bytes``, nested too deep) to ``skipped``.  ``header``: a
+    transcript's session (id, title) when ``text`` starts after its header line (an append)."""
     chat = header
     messages: list[Message] = []
     for number, raw in enumerate(text.split("\n"), start=first_line):
         raw = raw.strip()
         if not raw:
             continue
+        if size := _too_long(raw, max_line_bytes):
+            if skipped is not None:
+                skipped.append((number, f"{size:,} bytes, more than index.max_file_mb ({max_line_bytes:,} bytes)"))
+            continue
         try:
             record = json.loads(raw)
+        except RecursionError:
+            if skipped is not None:
+                skipped.append((number, TOO_DEEP))
+            continue
         except ValueError:
             if bad_lines is not None:
                 bad_lines.append(number)

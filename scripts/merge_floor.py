@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_locomo  # noqa: E402  (same folder)
 
 from memfs.config import parse_override  # noqa: E402
-from memfs.index.search.hybrid import MERGE_COHERENCE, Scope, SearchOptions, score_units  # noqa: E402
+from memfs.index.search.hybrid import Scope, SearchOptions, score_units  # noqa: E402
+from memfs.index.search.snippets import MERGE_COHERENCE  # noqa: E402
 
 
 def unit_vectors(memory) -> dict[int, list[np.ndarray]]:

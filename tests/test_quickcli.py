@@ -17,6 +17,7 @@ from conftest import write
 from mounts import clean_env, wait_until
 
 from memfs import cli, quickcli
+from memfs.cli import app as cli_app
 from memfs.serve.wire import Invocation
 
 CLICK = "import sys; sys.argv[0] = 'memfs'; from memfs.cli import main; main()"  # click, as before the fast path
@@ -88,7 +89,7 @@ def click_request(argv: list[str]) -> tuple[str, Invocation, dict] | None:
         return None
     p = sub.params
     with sub:
-        opts = cli._options(dict(p))
+        opts = cli_app._options(dict(p))
     if name == "search":
         given = {"n": p["limit"], "min": p["min_score"], "in": p["scope"], "after": p["after"],
                  "before": p["before"], "mmr": p["mmr"], "decay": p["decay"]}

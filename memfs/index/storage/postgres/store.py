@@ -40,6 +40,7 @@ tenant's embedding cache) and :mod:`.searching` (keyword and vector primitives).
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import threading
 import time
@@ -65,6 +66,7 @@ from memfs.index.storage.postgres.layout import (
     INDEX_RETRY,
     REFUSED_RETRY_S,
     RETRY_S,
+    _offline_on_loss,
     _offline_reason,
     log,
 )
@@ -543,3 +545,15 @@ class PgStore(StoreFiles, StoreEmbeddings, StoreSearching):
                 "(SELECT coalesce(sum(chunks), 0) FROM memfs.corpus_stats WHERE tenant_id = %s)",
                 (self.tenant, self.tenant)).fetchone()
         return "ok" if int(row[0]) == int(row[1]) else f"keyword statistics count {row[1]} chunks, the index {row[0]}"
+
+
+# Every public method and property of the store (its mixins' too) says IndexOffline when its server
+# is lost (the context managers say it themselves, through _writing).
+for _name in sorted({name for klass in PgStore.__mro__[:-1] for name in vars(klass)}):
+    if _name.startswith("_") or _name in ("close", "conn", "batch", "transaction"):
+        continue
+    _member = inspect.getattr_static(PgStore, _name)
+    if isinstance(_member, property) and _member.fget is not None:
+        setattr(PgStore, _name, property(_offline_on_loss(_member.fget), _member.fset))
+    elif callable(_member) and not isinstance(_member, (type, staticmethod, classmethod)):
+        setattr(PgStore, _name, _offline_on_loss(_member))

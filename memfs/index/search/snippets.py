@@ -82,6 +82,8 @@ def window(unit: StoredUnit, chunk: StoredChunk, order: list[StoredUnit], by_uni
         evidence = by_unit.get(neighbour.id, 0.0)
         if evidence >= floor:
             return evidence
+        if chunk.jsonl and (neighbour.start_line, neighbour.end_line) == (unit.start_line, unit.end_line):
+            return evidence  # another paragraph of the same message: the citation holds it already
         if pooled:  # read with the match, it reads like it whatever it says
             return None
         vector = vectors.get(neighbour.id)

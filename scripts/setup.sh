@@ -18,6 +18,7 @@ if [ "${#need[@]}" -gt 0 ]; then
 fi
 
 PY="${PYTHON:-python3}"
+echo "setup: installing memfs and its Python dependencies into .venv (a few minutes the first time)" >&2
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi

@@ -273,7 +273,11 @@ def _when(time_ns: int) -> str:
 
 def _who(version: Version | Forgotten) -> str:
     if version.process is None and version.pid is None:
-        return "changed beside the mount, seen" if version.via == "watcher" else "an unknown process"
+        if version.via == "watcher":
+            return "changed outside memfs, seen"  # "... via watcher": no process is known
+        if version.via == "scan":
+            return "changed while nothing watched, found"  # "... via scan" (memfs index, a mount's start)
+        return "an unknown process"
     ids = ", ".join(f"{k} {v}" for k, v in (("pid", version.pid), ("uid", version.uid)) if v is not None)
     return f"{version.process or 'a process that had exited'} ({ids})"
 

@@ -22,6 +22,9 @@ from memfs.mounttable import OtherMounts
 from memfs.workspace import is_memory
 
 log = logging.getLogger(__name__)
+# watchfiles says "N changes detected" at INFO for every batch: most of a mount's log, saying
+# nothing the lines below do not.
+logging.getLogger("watchfiles").setLevel(logging.WARNING)
 RETRIES = 20  # tries of a path whose indexing failed, one per wake of the watch (at least every 0.5 s)
 
 # Called with (workspace-relative path, exists now) for every change, memory file or not.
@@ -135,7 +138,10 @@ async def _watch(memory: Memory, kick: Callable[[], None], stop: trio.Event, on_
                 if on_change is not None:
                     await on_change(rel, exists)
                 continue
-            log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
+            if is_memory(rel, memory.cfg.index.extra_paths):
+                log.info("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
+            else:  # any other file (a build, .rejected/): the kernel's caches go, nothing more to say
+                log.debug("changed %s: %s", "beside the mount" if on_change is not None else "in the workspace", rel)
             try:
                 await trio.to_thread.run_sync(_reindex, memory, rel, is_own)
                 failed.pop(rel, None)

@@ -31,7 +31,7 @@ from typing import Any
 from memfs import longpath
 from memfs.cleantext import clean_text
 from memfs.config import Config
-from memfs.history.provenance import BESIDE, Provenance
+from memfs.history.provenance import BESIDE, FOUND, Provenance
 from memfs.history.store import Forgotten, HistoryError, HistoryStore, Version
 from memfs.privacy import open_resolved, opened_at, resolve_within
 from memfs.replacing import staged_replacement, sync_folder
@@ -192,11 +192,12 @@ class History:
         now = self.current_fingerprint(rel)
         return now is not None and now != self.store.seen(rel)
 
-    def before_change(self, rel: str) -> Version | None:
-        """``rel`` is about to change: keep what it holds now if that is not kept yet."""
+    def before_change(self, rel: str, who: Provenance = BESIDE) -> Version | None:
+        """``rel`` is about to change: keep what it holds now if that is not kept yet (as
+        ``who`` made it: beside the mount, or found by a scan)."""
         if not self.unseen(rel):
             return None
-        return self._take(rel, BESIDE, beside=True)
+        return self._take(rel, who, beside=True)
 
     def changed(self, rel: str, who: Provenance, appended_from: int | None = None) -> Version | None:
         """``rel`` was changed by ``who``: keep its new content.  ``appended_from``: no byte
@@ -344,11 +345,11 @@ class History:
         here = set()
         for rel in present:
             here.add(rel)
-            if self.before_change(rel) is not None:
+            if self.before_change(rel, FOUND) is not None:
                 taken += 1
         for rel in self.store.paths():
             if rel not in here and self.store.deleted_at(rel) is None and not longpath.lexists(self.workspace / rel):
-                self.store.deleted(rel, time.time_ns(), BESIDE)
+                self.store.deleted(rel, time.time_ns(), FOUND)
         return taken
 
     def prune(self) -> int:

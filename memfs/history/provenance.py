@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-MOUNT, WATCHER, CLI, MCP = "mount", "watcher", "cli", "mcp"
-ROUTES = (MOUNT, WATCHER, CLI, MCP)
+MOUNT, WATCHER, CLI, MCP, SCAN = "mount", "watcher", "cli", "mcp", "scan"
+ROUTES = (MOUNT, WATCHER, CLI, MCP, SCAN)
 
 
 def process_name(pid: int | None) -> str | None:
@@ -39,3 +39,6 @@ class Provenance:
 
 # Changes made beside the mount: the watcher sees that a file changed, not who changed it.
 BESIDE = Provenance(WATCHER)
+# Changes made while nothing watched, found when the workspace was scanned (`memfs index`, a
+# mount's or a daemon's start): nobody saw them happen, the scan found them done.
+FOUND = Provenance(SCAN)

@@ -116,6 +116,9 @@ def read(store: _Meta, pending: int, include_private: bool = False) -> Backlog:
         return Backlog(pending)
 
 
+WARM_UP_S = 5.0  # seconds of embedding before a process's own rate replaces the one it started with
+
+
 class RateMeter:
     """Measures the embedding rate of one embedding loop and records it in the index."""
 
@@ -127,18 +130,25 @@ class RateMeter:
         self.rate = previous.rate
         self._batches: deque[tuple[float, int, float]] = deque()  # (when, passages, seconds)
         self._recorded = 0.0
+        self._measured = 0.0  # seconds of embedding this meter has seen
 
     def batch(self, passages: int, seconds: float) -> None:
         """``passages`` were embedded (and stored) in ``seconds``."""
         if passages <= 0 or seconds <= 0:
             return
+        self._measured += seconds
         now = time.monotonic()
-        self._batches.append((now, passages, seconds))
-        while self._batches and now - self._batches[0][0] > WINDOW_S:
-            self._batches.popleft()
-        # Over a window, not batch by batch: a batch of short units goes ten times faster than
-        # one of whole chunks, and a backlog holds both.
-        self.rate = sum(b[1] for b in self._batches) / sum(b[2] for b in self._batches)
+        if self._measured > WARM_UP_S or self.rate <= 0:
+            # A process's first calls load the model (or wake the service) and start small: at a
+            # remount status said "52/s, about 30 min left" where the run went at 276/s.  The rate
+            # an earlier run measured stands until this one has worked WARM_UP_S, and those first
+            # calls never count (the earlier rate is recorded again meanwhile: something embeds).
+            self._batches.append((now, passages, seconds))
+            while self._batches and now - self._batches[0][0] > WINDOW_S:
+                self._batches.popleft()
+            # Over a window, not batch by batch: a batch of short units goes ten times faster than
+            # one of whole chunks, and a backlog holds both.
+            self.rate = sum(b[1] for b in self._batches) / sum(b[2] for b in self._batches)
         if now - self._recorded >= RECORD_EVERY_S:
             self._recorded = now
             self.store.set_meta(self.key, json.dumps({"rate": round(self.rate, 3), "at": round(time.time(), 1)}))

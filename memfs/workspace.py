@@ -1,7 +1,7 @@
 """What a path inside a memory workspace is, the dates that name daily files, and the template.
 
 A workspace is a plain directory: ``MEMORY.md`` or ``memory.md`` (long-term memory), ``memory/YYYY-MM-DD.md``
-(daily logs), ``clawgpt-memory/YYYY-MM-DD.jsonl`` (ClawGPT sync), ``sessions/*.jsonl`` (session
+(daily logs), ``clawgpt-memory/YYYY-MM-DD.jsonl`` (ClawGPT sync), ``sessions/**/*.jsonl`` (session
 transcripts) and anything else, which memfs passes through without indexing.
 """
 
@@ -49,7 +49,7 @@ class FileKind(enum.Enum):
     DAILY_LOG = "daily_log"  # memory/YYYY-MM-DD*.md
     MEMORY_NOTE = "memory_note"  # other memory/**/*.md and configured extra Markdown
     SYNC = "sync"  # clawgpt-memory/*.jsonl
-    SESSION = "session"  # sessions/*.jsonl and rotated *.jsonl.reset.*
+    SESSION = "session"  # sessions/**/*.jsonl and rotated *.jsonl.reset.*
     OTHER = "other"
 
     @property
@@ -78,7 +78,9 @@ def classify(relpath: str, extra_patterns: list[str] | tuple[str, ...] = ()) -> 
         return FileKind.MEMORY_NOTE
     if parts[0] == SYNC_DIR and len(parts) == 2 and path.suffix == ".jsonl":
         return FileKind.SYNC
-    if parts[0] == SESSIONS_DIR and len(parts) == 2 and SESSION_NAME.match(parts[1]):
+    if parts[0] == SESSIONS_DIR and len(parts) >= 2 and SESSION_NAME.match(parts[-1]):
+        # sessions/*.jsonl, and below it what `memfs import` and the hooks write:
+        # sessions/<runtime>/<project>/<date>-<id>.jsonl
         return FileKind.SESSION
     for pattern in extra_patterns:
         if fnmatch.fnmatchcase(relpath, pattern):

@@ -1,0 +1,107 @@
+"""The commands that bring agent runtimes in: ``import`` (their sessions and chat exports into the
+workspace), ``connect`` (their MCP entry, hooks and instruction file) and ``hook`` (what those
+hooks run; its quick path skips click: :mod:`memfs.capture.hookrun`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memfs.cli.app import (
+    _answerer,
+    _bar,
+    _config,
+    _daemon_progress,
+    _options,
+    global_options,
+    main,
+)
+
+IMPORT_NAMES = ("claude-code", "codex", "gemini", "aider", "chatgpt", "claude")
+
+
+@main.command("import")
+@click.argument("runtime", type=click.Choice(IMPORT_NAMES))
+@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print what was imported as JSON.")
+@click.option("--no-index", is_flag=True,
+              help="Write the session files only (a mount indexes them as they are written; else `memfs index` "
+                   "or a running daemon does).")
+@global_options
+def import_(runtime: str, paths: tuple[Path, ...], as_json: bool, no_index: bool, **opts: Any) -> None:
+    """Import RUNTIME's sessions into the workspace's sessions/ folder, where they are indexed.
+
+    \b
+    PATH: a session file or a folder of them; with none, the runtime's own folder
+    (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp; for aider, the .aider.chat.history.md
+    files in and below the current folder).  chatgpt and claude take the data export:
+    conversations.json, or the zip it came in.  Importing again adds only what is new."""
+    from memfs.capture import importer, sources, target
+    from memfs.capture.writer import SessionWriter
+
+    cfg = _config(opts)
+    if not cfg.workspace.is_dir():
+        raise click.ClickException(f"workspace {cfg.workspace} does not exist: create it with `memfs init "
+                                   f"{cfg.workspace}` or pass --workspace")
+    if cfg.mode != "main":
+        raise click.ClickException(f"sessions/ is private: import in the main mode, not {cfg.mode!r}")
+    root, mount = target.write_root(cfg)
+    writer = SessionWriter(cfg.workspace, root, target.lock_dir(cfg))
+    bar, done = _bar("importing")
+    try:
+        report = importer.run(sources.NAMES[runtime], list(paths), Path.cwd(), writer, progress=bar)
+    except sources.NoSource as exc:
+        raise click.ClickException(str(exc)) from None
+    except importer.WriteFailed as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        done()
+    if report.failed and not report.sessions and not report.empty:
+        raise click.ClickException(report.summary().replace("imported 0 sessions, 0 messages new, 0 already there; ",
+                                                            "nothing imported: "))
+    indexed: dict[str, Any] = {}
+    if report.written and not no_index:
+        indexed = _index_after(opts, mount)
+    if as_json:
+        click.echo(json.dumps({**report.as_json(), "index": indexed}, ensure_ascii=False))
+        return
+    click.echo(report.summary())
+    if indexed.get("line"):
+        click.echo(indexed["line"], err=True)
+
+
+def _index_after(opts: dict[str, Any], mount: Path | None) -> dict[str, Any]:
+    """Have what was written indexed: a mount did it as each file closed; else the daemon that
+    serves the workspace (started on demand as for `memfs index`), else this process."""
+    if mount is not None:
+        return {"by": f"the mount on {mount}", "line": f"indexed by the mount on {mount} as they were written; "
+                                                        "`memfs status` shows what still waits for a vector"}
+    args = {"json": True}
+    with _answerer(opts) as answerer:
+        bar, done = _bar("embedding", rate=True)
+        with _daemon_progress(answerer, bar):
+            answer = answerer.remote("index", args)
+        done()
+        by = f"the daemon with pid {answerer.client.daemon_pid}" if answer is not None else "this process"
+        if answer is None:
+            from memfs import commands
+
+            memory, cfg = answerer.local()
+            files_bar, files_done = _bar("reading files")
+            embed_bar, embed_done = _bar("embedding", rate=True)
+            answer = commands.index(memory, cfg, args, files_bar, embed_bar)
+            files_done()
+            embed_done()
+    if answer.error is not None:
+        return {"by": by, "error": answer.error, "line": f"warning: indexing failed: {answer.error} (run `memfs index`)"}
+    info = json.loads(answer.stdout)
+    status = info.get("status", {})
+    summary = info.get("summary", {})
+    line = (f"indexed by {by}: {summary.get('indexed', 0)} file(s); {status.get('files', 0)} files, "
+            f"{status.get('chunks', 0)} chunks, {status.get('pending', 0)} pending")
+    return {"by": by, "summary": summary, "line": line}

@@ -105,3 +105,32 @@ def _index_after(opts: dict[str, Any], mount: Path | None) -> dict[str, Any]:
     line = (f"indexed by {by}: {summary.get('indexed', 0)} file(s); {status.get('files', 0)} files, "
             f"{status.get('chunks', 0)} chunks, {status.get('pending', 0)} pending")
     return {"by": by, "summary": summary, "line": line}
+
+
+@main.command()
+@click.argument("runtime", type=click.Choice(("claude-code", "codex", "gemini")))
+@click.argument("event")
+@click.argument("payload", required=False)
+@global_options
+def hook(runtime: str, event: str, payload: str | None, **opts: Any) -> None:
+    """What a runtime's hook runs (`memfs connect` sets it up); the runtime's JSON on stdin.
+
+    \b
+    claude-code  SessionStart, UserPromptSubmit, PreCompact, Stop, SubagentStop, SessionEnd
+    codex        SessionStart, UserPromptSubmit, PreCompact, Stop, notify (its JSON as PAYLOAD)
+    gemini       SessionStart, BeforeAgent, PreCompress, AfterAgent, SessionEnd
+    Session start: the context bundle as added context; a prompt: what memory holds on it
+    (recall.on_prompt); the others: the transcript's new part into the workspace.  Always exits
+    0 within a second, printing nothing but that context; problems show in `memfs status`."""
+    from memfs.capture.hookrun import main as run
+
+    merged = _options(opts)
+    argv = [runtime, event, *([payload] if payload else [])]
+    for flag, key in (("--workspace", "workspace"), ("--agent", "agent"), ("--mode", "mode"), ("--config", "config_file")):
+        if merged.get(key) is not None:
+            argv += [flag, str(merged[key])]
+    for override in merged.get("overrides") or ():
+        argv += ["--set", override]
+    if merged.get("no_daemon"):
+        argv.append("--no-daemon")
+    run(argv)

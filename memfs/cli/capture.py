@@ -134,3 +134,51 @@ def hook(runtime: str, event: str, payload: str | None, **opts: Any) -> None:
     if merged.get("no_daemon"):
         argv.append("--no-daemon")
     run(argv)
+
+
+CONNECT_NEXT = {
+    "claude-code": "Restart Claude Code (or start a new session) to load them; a project's .mcp.json is used once "
+                   "you approve it.",
+    "codex": "Codex runs hooks only once you trust them: open /hooks in Codex and trust memfs's; notify (turn "
+             "ends) runs without that. Restart Codex to load the MCP server.",
+    "gemini": "Restart Gemini CLI to load them.",
+}
+
+
+@main.command()
+@click.argument("runtime", type=click.Choice(("claude-code", "codex", "gemini")))
+@click.option("--project", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              help="Connect this project only (its .mcp.json / .claude/, .codex/, .gemini/ and CLAUDE.md, AGENTS.md, "
+                   "GEMINI.md) instead of your user-wide settings.")
+@click.option("--dry-run", is_flag=True, help="Print what would change, as a unified diff; write nothing.")
+@click.option("--remove", is_flag=True, help="Take out what connect added (files it made are deleted).")
+@global_options
+def connect(runtime: str, project: Path | None, dry_run: bool, remove: bool, **opts: Any) -> None:
+    """Wire RUNTIME to the workspace: its MCP server entry, its hooks (`memfs hook`: the context at
+    session start, the transcript saved before compaction and after each turn) and a note in its
+    instruction file telling the model how to use memory.  Merged into your files, changing nothing
+    else; a backup of each is kept once (FILE.bak-memfs); running it again changes nothing."""
+    from memfs.capture import connect as wiring
+    from memfs.capture.target import mount_of
+
+    cfg = _config(opts)
+    if not remove and not cfg.workspace.is_dir():
+        raise click.ClickException(f"workspace {cfg.workspace} does not exist: create it with `memfs init "
+                                   f"{cfg.workspace}` or pass --workspace")
+    target = wiring.Target(runtime, cfg.workspace, cfg.agent, cfg.mode,
+                           project=project.resolve() if project else None, env=dict(os.environ),
+                           mount=mount_of(cfg) if not remove else None)
+    try:
+        changes = wiring.plan(target, remove)
+    except wiring.ConnectError as exc:
+        raise click.ClickException(f"{exc} (nothing was changed)") from None
+    if dry_run:
+        diffs = "".join(c.diff() for c in changes if c.changed)
+        click.echo(diffs, nl=False)
+        if not diffs:
+            click.echo("nothing to change", err=True)
+        return
+    for line in wiring.apply(changes, remove):
+        click.echo(line)
+    if not remove and any(c.changed for c in changes):
+        click.echo(CONNECT_NEXT[runtime])

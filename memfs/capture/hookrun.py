@@ -22,7 +22,7 @@ import time
 
 from memfs.capture import hooks
 
-TOTAL_S = 0.9  # from the process's start to its exit, at most (the runtimes wait; a second is the promise)
+TOTAL_S = 0.8  # from the process's start to its exit, at most (the runtimes wait; a second is the promise)
 STDIN_MAX = 16 << 20  # a prompt with a pasted log; more is not read
 VALUED = {"-w": "workspace", "--workspace": "workspace", "-a": "agent", "--agent": "agent", "--mode": "mode",
           "--config": "config_file", "--set": "overrides"}

@@ -90,12 +90,13 @@ def header(runtime: str, session_id: str, session: Session, source: str) -> byte
     return _line(record)
 
 
-def message(m: Message, ident: str) -> bytes:
+def message(m: Message, ident: str, text: str | None = None) -> bytes:
+    """A message's line; ``text``: only this part of it (what it grew by), under its own id."""
     record: dict[str, Any] = {"type": "message", "id": ident}
     if (when := iso(m.timestamp)) is not None:
         record["timestamp"] = when
     record["kind"] = m.kind
-    record["message"] = {"role": m.role, "content": m.text}
+    record["message"] = {"role": m.role, "content": m.text if text is None else text}
     if m.sidechain:
         record["sidechain"] = True
     return _line(record)
@@ -105,13 +106,31 @@ def title_line(title: str) -> bytes:
     return _line({"type": "session_info", "name": title})
 
 
+GREW = "~+"  # a message's id, this, and where its continuation starts: the part a message grew by
+
+
 class Held:
-    """What a session file holds already: its message ids and the title it last gave."""
+    """What a session file holds already: each message's text by id (with the parts it grew by
+    since), and the title it last gave."""
 
     def __init__(self) -> None:
-        self.ids: set[str] = set()
+        self.texts: dict[str, str] = {}
         self.title = ""
         self.complete = True  # False: its last line has no newline (a write that broke off)
+
+    @property
+    def ids(self) -> set[str]:
+        return set(self.texts)
+
+    def missing(self, ident: str, text: str) -> str | None:
+        """What of a message the file lacks: all of it (not there), the part it grew by since
+        (a response still being written when it was captured), or None."""
+        held = self.texts.get(ident)
+        if held is None:
+            return text
+        if len(text) > len(held) and text.startswith(held):
+            return text[len(held):]
+        return None
 
     @classmethod
     def read(cls, path: Path) -> Held:
@@ -128,7 +147,14 @@ class Held:
                     continue
                 kind = record.get("type")
                 if kind == "message" and isinstance(record.get("id"), str):
-                    held.ids.add(record["id"])
+                    body = record.get("message")
+                    text = body.get("content") if isinstance(body, dict) else None
+                    text = text if isinstance(text, str) else ""
+                    base, grew, _ = record["id"].partition(GREW)
+                    if grew and base in held.texts:
+                        held.texts[base] += text
+                    else:
+                        held.texts[record["id"]] = text
                 elif kind == "session" and isinstance(record.get("title"), str):
                     held.title = record["title"]
                 elif kind == "session_info" and isinstance(record.get("name"), str):

@@ -4,9 +4,9 @@ said is searchable before compaction takes it from the model's view.
 
 "New" is told by the message ids the session file holds, so a capture after every turn, a
 capture repeated, or an import beside it adds each message once.  A transcript that has not
-changed since the last capture (same size and time) is not read again.  Its last line still
-being written (no newline yet) holds back its last message, which may still grow, until the
-next capture.  Answered by the daemon (``capture``, through :mod:`memfs.commands`) or, with
+changed since the last capture (same size and time) is not read again; a half-written last
+line is left for the next capture, and a response that was still growing gets what it grew by
+appended then (see :mod:`.writer`).  Answered by the daemon (``capture``, through :mod:`memfs.commands`) or, with
 none, in the hook's own worker.
 """
 
@@ -53,7 +53,7 @@ def answer(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
         for session in read_sessions(path, runtime):
             if not session.messages:
                 continue
-            written = writer.write(runtime, session, path, hold_last=session.stats.partial_tail)
+            written = writer.write(runtime, session, path)
             new += written.new
             already += written.already
             if written.new or written.created:

@@ -86,14 +86,12 @@ class SessionWriter:
             rel = f"{layout.folder(runtime, session.project)}/{layout.file_name(session.started, slug, fallback)}"
         return session_id, rel
 
-    def write(self, runtime: str, session: Session, source: Path, hold_last: bool = False) -> Written:
-        """Append what the session file lacks (creating it).  ``hold_last``: the runtime is still
-        writing the transcript (a half-written last line): its last message may still grow, so
-        it waits for the next capture."""
+    def write(self, runtime: str, session: Session, source: Path) -> Written:
+        """Append what the session file lacks (creating it): the messages it does not hold, and
+        the part a message it holds grew by since (a response captured while it was being
+        written), under the message's id with ``~+`` and where the part starts."""
         session_id, rel = self.where(runtime, session, source)
         messages = layout.unique_ids(session.messages)
-        if hold_last and messages:
-            messages = messages[:-1]
         with self._lock(rel):
             existing = self.workspace / rel
             held = layout.Held.read(existing) if existing.exists() else None
@@ -104,8 +102,15 @@ class SessionWriter:
                 chunks.append(layout.header(runtime, session_id, session, str(source)))
             elif not held.complete:
                 chunks.append(b"\n")  # a write of ours that broke off: its line stays bad, apart
-            known = held.ids if held is not None else set()
-            fresh = [layout.message(m, ident) for m, ident in messages if ident not in known]
+            fresh = []
+            for m, ident in messages:
+                part = m.text if held is None else held.missing(ident, m.text)
+                if part is None:
+                    continue
+                if held is not None and ident in held.texts:  # it grew: only what is new, under its own id
+                    fresh.append(layout.message(m, f"{ident}{layout.GREW}{len(held.texts[ident])}", part))
+                else:
+                    fresh.append(layout.message(m, ident))
             chunks += fresh
             if held is not None and session.title and session.title != held.title:
                 chunks.append(layout.title_line(session.title))

@@ -268,7 +268,7 @@ def test_gemini_captures_its_jsonl_chat_after_a_turn(tmp_path: Path, ws: Path, d
 
 def test_through_a_mount_each_step_is_found_within_a_second(tmp_path: Path, ws: Path, mount_factory) -> None:
     mounted = mount_factory(ws)
-    env = env_for(tmp_path, MEMFS_STATE_DIR=str(mounted.state))
+    env = {**clean_env(), "MEMFS_STATE_DIR": str(mounted.state)}  # the mount's own HOME: it answers the hook
     path = tmp_path / "s.jsonl"
     steps = [(("Which courier takes the kettle returns?", "Returns go with the courier Brightpost from dock 4."),
               "Brightpost"),
@@ -282,6 +282,8 @@ def test_through_a_mount_each_step_is_found_within_a_second(tmp_path: Path, ws: 
         query = mounted.mnt / "search" / f"{turn[0].rstrip('?')}.md"
         assert wait_until(lambda: fact in query.read_text(), timeout=1.0), query.read_text()
         assert time.monotonic() - began <= 1.2
+    notes = json.loads((next((mounted.state / "workspaces").glob("*/hooks.json"))).read_text())
+    assert notes["runs"]["claude-code PreCompact"]["seconds"] < 0.5  # answered by the mount, in time
 
 
 # --- recall on a prompt ------------------------------------------------------------------------

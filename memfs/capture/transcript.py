@@ -13,7 +13,9 @@ none, in the hook's own worker.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from memfs.memory import Memory
 from memfs.serve.wire import Answer
 from memfs.userdirs import write_private
 
+log = logging.getLogger(__name__)
 MARKS = "capture-marks.json"  # in the workspace's state folder: each transcript's size and time at its last capture
 MARKS_KEPT = 500
 
@@ -49,18 +52,29 @@ def answer(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     writer = SessionWriter(cfg.workspace, cfg.workspace, target.lock_dir(cfg))
     new = already = 0
     files: list[str] = []
+    began = time.monotonic()
+    spent = {"read": 0.0, "write": 0.0, "index": 0.0}
     try:
+        clock = time.monotonic()
         for session in read_sessions(path, runtime):
+            spent["read"] += time.monotonic() - clock
             if not session.messages:
                 continue
+            clock = time.monotonic()
             written = writer.write(runtime, session, path)
+            spent["write"] += time.monotonic() - clock
             new += written.new
             already += written.already
             if written.new or written.created:
+                clock = time.monotonic()
                 memory.file_changed(written.rel)
+                spent["index"] += time.monotonic() - clock
                 files.append(written.rel)
+            clock = time.monotonic()
     except (UnknownFormat, ValueError) as exc:
         return Answer(error=f"cannot read the transcript {path}: {exc}")
+    log.info("captured %s: %d new message(s) in %.3f s (%s)", path, new, time.monotonic() - began,
+             ", ".join(f"{k} {v:.3f} s" for k, v in spent.items()))
     marks[str(path)] = mark
     _save(marks_file, marks)
     return Answer(stdout=json.dumps({"new": new, "already": already, "files": files}) + "\n")

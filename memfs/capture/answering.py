@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from memfs.capture import hooks, hookstate, recall, transcript
+from memfs.capture import hooks, hookstate
 from memfs.config import Config
 from memfs.memory import Memory, NotAllowed, UnknownMode
 from memfs.serve.wire import Answer
@@ -36,11 +36,15 @@ def hook(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     if action == hooks.CONTEXT:
         answer, outcome = _context(memory, cfg, runtime, str(args.get("source") or ""))
     elif action == hooks.RECALL:
+        from memfs.capture import recall  # each action's own modules, when it is asked for
+
         answer = recall.answer(memory, cfg, args)
         outcome = f"{answer.stdout.count(chr(10)) - 1} result(s) added" if answer.stdout else "nothing added"
         if not cfg.recall.on_prompt:
             outcome = "nothing added (recall.on_prompt is off)"
     elif action == hooks.CAPTURE:
+        from memfs.capture import transcript
+
         answer = transcript.answer(memory, cfg, args)
         outcome = transcript.said(answer)
     else:

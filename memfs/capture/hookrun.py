@@ -2,15 +2,15 @@
 the agent.  It exits 0 within a second of starting, whatever happens, and prints nothing but the
 context it adds.
 
-How: this process reads the runtime's JSON (stdin, or Codex's notify argument) and forks a
+How: this process reads the runtime's input (stdin, or Codex's notify argument) and forks a
 worker in a session of its own, whose output goes nowhere the runtime waits on.  The worker asks
 the daemon that serves the workspace (a mount, ``memfs serve``), else answers itself
 (:mod:`.worker`), and hands back on a pipe what to print.  This process waits for it only as
 long as the budget allows (:data:`TOTAL_S` since the process started), prints it if it came,
 and exits; a worker still busy (a first hook with no daemon, a long transcript) finishes alone,
 and says what it did, or what went wrong, in the file ``memfs status`` reads
-(:mod:`.hookstate`).  Standard library only until the fork: the interpreter's start is most of
-the budget already.
+(:mod:`.hookstate`).  Nothing but ``os``, ``select`` and ``time`` until the fork (not even
+``json``): the interpreter's start is most of the budget already.
 """
 
 from __future__ import annotations
@@ -117,14 +117,9 @@ def _run(argv: list[str]) -> None:
     runtime, event, extra = words[0], words[1], words[2:]
     raw = extra[-1].encode() if extra else read_stdin(min(deadline, time.monotonic() + TOTAL_S / 2))
     try:
-        request = hooks.parse(runtime, event, raw)
-    except hooks.UnknownEvent as exc:
-        request = None
-        problem = str(exc)
-    else:
-        problem = ""
-    if request is not None and request.ignored:
-        return
+        name, action = hooks.canonical(runtime, event)
+    except hooks.UnknownEvent:
+        name, action = event, ""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the worker: alone in its session, its output going nowhere the runtime waits on
@@ -137,13 +132,13 @@ def _run(argv: list[str]) -> None:
                 os.dup2(null, fd)
             from memfs.capture import worker
 
-            worker.run(request, opts, write_end, deadline, problem)
+            worker.run(runtime, event, raw, opts, write_end, deadline)
         except BaseException:  # noqa: BLE001
             code = 1
         finally:
             os._exit(code)
     os.close(write_end)
-    if request is None or not request.waited:
+    if not action or not hooks.waited(name, action):
         return
     said = memoryview(_read_until(read_end, deadline))
     while said:

@@ -21,9 +21,8 @@ all three runtimes read; nothing at all otherwise (Gemini CLI parses any output 
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
-
+# Nothing imported at the top (not json, not dataclasses: a tenth of a second on a busy machine):
+# the hook's own process reads only the event table before it forks.
 CONTEXT, RECALL, CAPTURE = "context", "recall", "capture"
 RUNTIMES = ("claude-code", "codex", "gemini")
 EVENTS: dict[str, dict[str, str]] = {
@@ -47,22 +46,30 @@ class UnknownEvent(ValueError):
     """An event memfs has nothing to do for (the message names those it knows)."""
 
 
-@dataclass
 class Request:
-    runtime: str
-    event: str  # the runtime's own spelling (SessionStart, BeforeAgent, notify)
-    action: str  # CONTEXT, RECALL or CAPTURE
-    transcript: str = ""  # the session's file, as the runtime named it
-    session_id: str = ""
-    cwd: str = ""
-    prompt: str = ""
-    source: str = ""  # SessionStart: startup, resume, clear, compact
-    thread_id: str = ""  # Codex notify: the session whose rollout file to find
-    ignored: str = ""  # why nothing is to be done (a notify that is not the end of a turn)
+    """What a hook's input asks for."""
+
+    def __init__(self, runtime: str, event: str, action: str, transcript: str = "", session_id: str = "",
+                 cwd: str = "", prompt: str = "", source: str = "", thread_id: str = "", ignored: str = "") -> None:
+        self.runtime = runtime
+        self.event = event  # the runtime's own spelling (SessionStart, BeforeAgent, notify)
+        self.action = action  # CONTEXT, RECALL or CAPTURE
+        self.transcript = transcript  # the session's file, as the runtime named it
+        self.session_id = session_id
+        self.cwd = cwd
+        self.prompt = prompt
+        self.source = source  # SessionStart: startup, resume, clear, compact; PreCompact: auto, manual
+        self.thread_id = thread_id  # Codex notify: the session whose rollout file to find
+        self.ignored = ignored  # why nothing is to be done (a notify that is not the end of a turn)
 
     @property
     def waited(self) -> bool:
-        return self.action in (CONTEXT, RECALL) or self.event in WAITED
+        return waited(self.event, self.action)
+
+
+def waited(event: str, action: str) -> bool:
+    """Whether the runtime waits for this hook's answer (within the budget)."""
+    return action in (CONTEXT, RECALL) or event in WAITED
 
 
 def canonical(runtime: str, event: str) -> tuple[str, str]:
@@ -79,6 +86,8 @@ def canonical(runtime: str, event: str) -> tuple[str, str]:
 def parse(runtime: str, event: str, raw: bytes) -> Request:
     """The request a hook's input makes.  Input that is not a JSON object is taken as empty: the
     hook still does what it can (the context bundle needs nothing from it)."""
+    import json
+
     name, action = canonical(runtime, event)
     try:
         data = json.loads(raw.decode("utf-8", "replace")) if raw.strip() else {}
@@ -108,6 +117,8 @@ def output(event: str, context: str) -> bytes:
     there is none."""
     if not context.strip():
         return b""
+    import json
+
     return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": context}},
                       ensure_ascii=False).encode() + b"\n"
 

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memfs.capture import hooks
-from memfs.serve.answerer import Answerer
-from memfs.serve.wire import Invocation
+from memfs.serve.wire import Answer, Client, Invocation
 
 if TYPE_CHECKING:
     from memfs.config import Config
     from memfs.memory import Memory
+    from memfs.serve.answerer import Answerer
 
 
 class NoWorkspace(RuntimeError):
@@ -75,30 +75,41 @@ def args_for(request: hooks.Request, deadline: float) -> dict[str, object]:
     return args
 
 
-def run(request: hooks.Request | None, opts: dict[str, object], out_fd: int, deadline: float, problem: str) -> None:
+def run(runtime: str, event: str, raw: bytes, opts: dict[str, object], out_fd: int, deadline: float) -> None:
     invocation = invocation_of(opts)
-    if request is None:
+    try:
+        request = hooks.parse(runtime, event, raw)
+    except hooks.UnknownEvent as exc:
         os.close(out_fd)
-        _note(invocation, "?", problem)
+        _note(invocation, f"{runtime} {event}", str(exc))
+        return
+    if request.ignored:
+        os.close(out_fd)
         return
     asking = not opts.get("no_daemon") and not os.environ.get("MEMFS_NO_DAEMON")
-    answerer = Answerer(invocation, lambda: _open_local(invocation), ask=asking)
+    args = args_for(request, deadline)
+    # The daemon first, with the socket client alone: the rest (logging, the answerer, the index)
+    # only when it does not answer.
+    client = Client(invocation, asking)
+    try:
+        answer = client.run("hook", args) if asking else None
+    finally:
+        client.close()
+    if answer is not None:
+        _deliver(request, answer, out_fd)
+        return
+    from memfs.serve.answerer import Answerer
+
+    answerer = Answerer(invocation, lambda: _open_local(invocation), ask=False)
     try:
         try:
-            answer = answerer.answer("hook", args_for(request, deadline))
+            answer = answerer.answer("hook", args)
         except Exception as exc:  # noqa: BLE001 -- a workspace that will not open, settings that do not load
             os.close(out_fd)
             out_fd = -1
             _note(invocation, f"{request.runtime} {request.event}", str(exc) or type(exc).__name__)
             return
-        said = hooks.output(request.event, answer.stdout) if request.action != hooks.CAPTURE else b""
-        view = memoryview(said)
-        try:
-            while view:
-                view = view[os.write(out_fd, view):]
-        except OSError:
-            pass  # the hook has exited: the note says the answer came late
-        os.close(out_fd)
+        _deliver(request, answer, out_fd)
         out_fd = -1
         if answerer.memory is not None and answerer.cfg is not None and asking:
             _start_daemon(answerer, invocation)
@@ -106,6 +117,19 @@ def run(request: hooks.Request | None, opts: dict[str, object], out_fd: int, dea
         if out_fd >= 0:
             os.close(out_fd)
         answerer.close()
+
+
+def _deliver(request: hooks.Request, answer: Answer, out_fd: int) -> None:
+    """Hand the hook process what to print (for a capture: only that it is done), and close."""
+    said = hooks.output(request.event, answer.stdout) if request.action != hooks.CAPTURE else b""
+    view = memoryview(said)
+    try:
+        while view:
+            view = view[os.write(out_fd, view):]
+    except OSError:
+        pass  # the hook has exited: the daemon's note says the answer came late
+    finally:
+        os.close(out_fd)
 
 
 def _start_daemon(answerer: Answerer, invocation: Invocation) -> None:

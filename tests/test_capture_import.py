@@ -212,3 +212,24 @@ def test_an_import_beside_a_mount_goes_through_it_and_is_found_at_once(tmp_path:
     assert "via mount" in history.stdout, history.stdout  # written through the mount, not beside it
     query = mounted.mnt / "search" / "boil dry cutoff DRY_LIMIT_C.md"
     assert wait_until(lambda: rel in query.read_text(), timeout=5)
+
+
+def test_an_import_beside_a_daemon_has_it_index_them(tmp_path: Path, workspace: Path) -> None:
+    import signal
+
+    env = {**clean_env(), **env_for(tmp_path)}
+    proc = subprocess.Popen([sys.executable, "-m", "memfs", "serve", str(workspace)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert wait_until(lambda: f"pid {proc.pid}" in memfs_cli("status", "-w", str(workspace),
+                                                                 env=env_for(tmp_path)).stdout, timeout=120)
+        out = run_import(tmp_path, workspace, "codex", str(DATA / "codex-new.jsonl"), "--json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout)["index"]["by"] == f"the daemon with pid {proc.pid}"
+        (rel,) = session_files(workspace)
+        found = memfs_cli("search", "--json", "loom", "--in", "sessions/codex", "-w", str(workspace),
+                          env=env_for(tmp_path))
+        assert any(r["path"] == rel for r in json.loads(found.stdout)["results"]), found.stdout
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)

@@ -232,6 +232,15 @@ def bench_hooks(tmp: Path, runs: int, cold_runs: int) -> None:
                 raise SystemExit("memfs serve did not come up")
             time.sleep(0.2)
         memfs("search", "warm the model up", "-w", str(ws), env=env)
+        # Baselines in the same run: the interpreter alone, and the CLI's quickest daemon answer.
+        for label, argv in (("python -c pass (the interpreter alone)", [sys.executable, "-c", "pass"]),
+                            ("memfs context (the CLI's fast path)", [*MEMFS, "context", "-w", str(ws)])):
+            times = []
+            for _ in range(runs):
+                began = time.perf_counter()
+                subprocess.run(argv, capture_output=True, env=env, timeout=30)
+                times.append(time.perf_counter() - began)
+            print(f"| {label} | memfs serve | {runs} | {_quantiles(times)} | |")
         for event, payload in events:
             times, added = [], 0
             for n in range(runs):
@@ -258,22 +267,28 @@ def bench_hooks(tmp: Path, runs: int, cold_runs: int) -> None:
 
 # --- recall on prompts -------------------------------------------------------------------------
 
-def _prompts() -> tuple[list[tuple[str, list[str]]], list[str], list[tuple[str, str]], str]:
-    """(related prompts with their evidence, unrelated prompts, files to import, where they came from)."""
+def _prompts() -> tuple[list[tuple[str, list[str]]], dict[str, list[str]], list[tuple[str, str]], str]:
+    """(related prompts with their evidence, unrelated prompts by kind, files to import, where they came from)."""
     dev = SHARED / "transcripts-dev"
     if (dev / "questions.jsonl").exists() and (SHARED / "locomo-dev").is_dir():
         manifest = json.loads((dev / "manifest.json").read_text())
-        names = {"claude-code": "claude-code", "codex": "codex", "gemini": "gemini"}
-        files = [(names[m["runtime"]], str(dev / m["file"])) for m in manifest if m["runtime"] in names]
-        related = [(q["question"], q["evidence"]) for q in map(json.loads, (dev / "questions.jsonl").read_text().splitlines())]
-        unrelated = []
+        # Every other session in memory; the others' questions are coding prompts the memory knows
+        # nothing about.
+        kept = {m["file"] for i, m in enumerate(manifest) if i % 2 == 0}
+        files = [(m["runtime"], str(dev / m["file"])) for m in manifest if m["file"] in kept]
+        questions = [json.loads(x) for x in (dev / "questions.jsonl").read_text().splitlines() if x.strip()]
+        related = [(q["question"], q["evidence"]) for q in questions if q["file"] in kept]
+        locomo = []
         for qa in sorted((SHARED / "locomo-dev").glob("conv-*/qa.json")):
-            unrelated += [q["question"] for q in json.loads(qa.read_text())[:30] if isinstance(q.get("question"), str)]
-        return related, unrelated, files, "the seven real sessions of shared/bench/transcripts-dev; unrelated: LoCoMo questions"
+            locomo += [q["question"] for q in json.loads(qa.read_text())[:30] if isinstance(q.get("question"), str)]
+        unrelated = {"coding, other projects": [q["question"] for q in questions if q["file"] not in kept],
+                     "everyday life (LoCoMo)": locomo}
+        return related, unrelated, files, (f"{len(files)} of the real sessions of shared/bench/transcripts-dev in memory; "
+                                           "the other sessions' questions and LoCoMo questions as unrelated prompts")
     related = [("Why did the kettle keep heating after it boiled dry?", ["DRY_LIMIT_C"]),
                ("Which loom command did we run in the Codex session?", ["loom"])]
-    unrelated = ["What is a good recipe for lemon drizzle cake?", "Explain the difference between TCP and UDP.",
-                 "Who won the 1998 football world cup?", "Translate 'good morning' into Portuguese."]
+    unrelated = {"made up": ["What is a good recipe for lemon drizzle cake?", "Explain the difference between TCP and UDP.",
+                             "Who won the 1998 football world cup?", "Translate 'good morning' into Portuguese."]}
     files = [("claude-code", str(DATA / "claude-code.jsonl")), ("codex", str(DATA / "codex-new.jsonl"))]
     return related, unrelated, files, "the fixtures and made-up prompts (no shared/bench here)"
 
@@ -302,7 +317,7 @@ def bench_recall(tmp: Path) -> None:
 
         got = [ask(q) for q, _ in related]
         found = sum(any(norm(e)[:80] in norm(text) for e in evidence) for text, (_, evidence) in zip(got, related))
-        noise = [ask(q) for q in unrelated]
+        noise = {kind: [ask(q) for q in prompts] for kind, prompts in unrelated.items()}
     finally:
         memory.close()
     print(f"\n## recall (recall.on_prompt = true, search.min_score {cfg.search.min_score}, max_tokens "
@@ -310,7 +325,8 @@ def bench_recall(tmp: Path) -> None:
     print("| prompts | n | something added | evidence in what was added |")
     print("|---|---|---|---|")
     print(f"| about the memory | {len(related)} | {sum(map(bool, got)) / len(related):.3f} | {found / len(related):.3f} |")
-    print(f"| unrelated to it | {len(unrelated)} | {sum(map(bool, noise)) / len(unrelated):.3f} | |")
+    for kind, said in noise.items():
+        print(f"| unrelated: {kind} | {len(said)} | {sum(map(bool, said)) / len(said):.3f} | |")
 
 
 def main() -> int:

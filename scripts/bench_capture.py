@@ -45,7 +45,7 @@ def env_for(tmp: Path) -> dict[str, str]:
 
 
 def memfs(*args: str, env: dict[str, str], stdin: bytes | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*MEMFS, *args], input=stdin, capture_output=True, env=env, timeout=3600)
+    return subprocess.run([*MEMFS, *args], check=False, input=stdin, capture_output=True, env=env, timeout=3600)
 
 
 def words(rng: random.Random, n: int) -> str:
@@ -61,8 +61,8 @@ def _jsonl_repeated(src: Path, dst: Path, mb: int, rewrite) -> None:
     with open(dst, "w", encoding="utf-8") as out:
         n = 0
         while out.tell() < mb << 20:
-            for rec in lines:
-                out.write(json.dumps(rewrite(json.loads(json.dumps(rec)), n, rng), ensure_ascii=False) + "\n")
+            out.writelines(json.dumps(rewrite(json.loads(json.dumps(rec)), n, rng), ensure_ascii=False) + "\n"
+                           for rec in lines)
             n += 1
 
 
@@ -182,7 +182,7 @@ def bench_import(tmp: Path, mb: int) -> None:
 
 def _hook(runtime: str, event: str, payload: dict, ws: Path, env: dict[str, str]) -> tuple[float, bytes]:
     began = time.perf_counter()
-    done = subprocess.run([*MEMFS, "hook", runtime, event, "-w", str(ws)], input=json.dumps(payload).encode(),
+    done = subprocess.run([*MEMFS, "hook", runtime, event, "-w", str(ws)], check=False, input=json.dumps(payload).encode(),
                           capture_output=True, env=env, timeout=30)
     took = time.perf_counter() - began
     assert done.returncode == 0 and not done.stderr, done.stderr
@@ -199,7 +199,8 @@ def _settled(ws: Path, event: str) -> None:
     """Wait until the workers of the runs so far are done: cold runs must not pile up."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        busy = subprocess.run(["pgrep", "-f", f"memfs hook claude-code {event} -w {ws}"], capture_output=True).stdout
+        busy = subprocess.run(["pgrep", "-f", f"memfs hook claude-code {event} -w {ws}"], check=False,
+                              capture_output=True).stdout
         if not busy.strip():
             return
         time.sleep(0.1)
@@ -238,7 +239,7 @@ def bench_hooks(tmp: Path, runs: int, cold_runs: int) -> None:
             times = []
             for _ in range(runs):
                 began = time.perf_counter()
-                subprocess.run(argv, capture_output=True, env=env, timeout=30)
+                subprocess.run(argv, check=False, capture_output=True, env=env, timeout=30)
                 times.append(time.perf_counter() - began)
             print(f"| {label} | memfs serve | {runs} | {_quantiles(times)} | |")
         for event, payload in events:

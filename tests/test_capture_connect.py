@@ -187,7 +187,7 @@ def test_connect_for_a_project_and_the_hooks_it_writes_run(tmp_path: Path, works
     assert "<!-- memfs:begin" in (project / "CLAUDE.md").read_text()
     # The command as Claude Code runs it: through a shell, its JSON on stdin, in the project.
     command = hooks["SessionStart"][0]["hooks"][0]["command"]
-    ran = subprocess.run(command, shell=True, input=b'{"session_id": "s", "source": "startup"}', capture_output=True,
+    ran = subprocess.run(command, shell=True, check=False, input=b'{"session_id": "s", "source": "startup"}', capture_output=True,
                          cwd=project, env={**clean_env(), **env_for(tmp_path)}, timeout=30)
     assert ran.returncode == 0 and ran.stderr == b""
     assert ran.stdout == b"" or json.loads(ran.stdout)["hookSpecificOutput"]["hookEventName"] == "SessionStart"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memfs.capture import hooks, jsonedit, textblock
+from memfs.capture import jsonedit, textblock
 
 BACKUP = ".bak-memfs"
 SERVER = "memfs"
@@ -302,12 +302,12 @@ def instructions(target: Target, tools: str) -> str:
     return "\n".join([
         "## Memory (memfs)",
         "",
-        f"You have long-term memory: the memfs workspace {target.workspace} (notes, daily logs, and your "
-        "past sessions: this one is saved into it as it goes, and at each compaction).",
-        f"- Before answering from memory or redoing past work, search it: {search}`memfs search \"<question>\" "
-        f"{options}` (`--in sessions` for past sessions only). Results cite `path#Lstart-Lend`.",
-        f"- Read on from a result: `memfs get PATH --from N {options}` (`--messages` shows a session's "
-        "messages as text).",
+        (f"You have long-term memory: the memfs workspace {target.workspace} (notes, daily logs, and your "
+         "past sessions: this one is saved into it as it goes, and at each compaction)."),
+        (f"- Before answering from memory or redoing past work, search it: {search}`memfs search \"<question>\" "
+         f"{options}` (`--in sessions` for past sessions only). Results cite `path#Lstart-Lend`."),
+        (f"- Read on from a result: `memfs get PATH --from N {options}` (`--messages` shows a session's "
+         "messages as text)."),
         f"- The standing context (instructions, today's log, long-term facts): {context}`memfs context {options}`.",
         f"- Without a shell or a mount, the MCP server `{SERVER}` has the same: {tools}.",
         "- Write what must be remembered to memory/YYYY-MM-DD.md (today's log), or MEMORY.md for durable facts.",
@@ -350,7 +350,7 @@ def edits(target: Target) -> list[Edit]:
         config = codex_dir / "config.toml"
         mcp = target.mcp()
         body = f"[mcp_servers.{SERVER}]\ncommand = {_toml_list([mcp['command']])[1:-1]}\nargs = {_toml_list(mcp['args'])}"
-        begin = f"# memfs:begin (written by `memfs connect codex`; `memfs connect codex --remove` takes it out)"
+        begin = "# memfs:begin (written by `memfs connect codex`; `memfs connect codex --remove` takes it out)"
         return [
             _codex_mcp(block_edit(config, TOML, begin, body, "# memfs:end", f"the MCP server {SERVER!r}", _check_toml)),
             notify_edit(config, [*target.program(), "hook", "codex", "notify", *target.options()]),

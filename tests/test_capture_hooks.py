@@ -313,9 +313,15 @@ def test_recall_is_off_until_switched_on_then_adds_what_passes_within_its_budget
         # The daemon's first search loads the embedding model (a second or two): a daemon that has
         # been answering has it loaded.  (The first recall of a new daemon comes too late, and says so.)
         search(tmp_path, ws, "warm up")
-        done, took = hook(tmp_path, ws, "claude-code", "UserPromptSubmit", asked)
-        context = added(done, "UserPromptSubmit")
-        assert SECRET in context and "MEMORY.md#L" in context and took < LIMIT_S, context
+        for _ in range(3):  # on a loaded machine a search may still miss the budget once: it then says so
+            done, took = hook(tmp_path, ws, "claude-code", "UserPromptSubmit", asked)
+            context = added(done, "UserPromptSubmit")
+            assert took < LIMIT_S
+            if context:
+                break
+            assert wait_until(lambda: "ready after the hook had exited" in str(
+                hook_notes(tmp_path, ws).get("runs", {}).get("claude-code UserPromptSubmit")), timeout=30)
+        assert SECRET in context and "MEMORY.md#L" in context, context
         assert tokens.count(context) <= 120
         unrelated = {**asked, "prompt": "Translate 'good morning' into Portuguese and Basque"}
         done, _ = hook(tmp_path, ws, "claude-code", "UserPromptSubmit", unrelated)

@@ -1,5 +1,6 @@
 """What each CLI command that reads or feeds the memory answers, as text: ``search``, ``get``,
-``context``, ``status``, ``sync`` and ``index`` (and ``append``, the MCP server's).
+``context``, ``status``, ``sync`` and ``index`` (and ``append``, the MCP server's; ``hook``, what
+a runtime's hook asks, answered in :mod:`memfs.capture.answering`).
 
 The CLI runs these in its own process when no daemon serves the workspace, and a daemon runs the
 very same functions for a client (:mod:`memfs.serve.server`), so the bytes printed are the same
@@ -127,6 +128,11 @@ def status(memory: Memory, cfg: Config, args: dict[str, Any]) -> Answer:
     info = memory.status(mode=cfg.mode)
     # Which processes serve the workspace (mounts, daemons): names and pids only, for any mode.
     info["processes"] = serving(trusted_state_dir(), cfg.workspace, cfg.agent)
+    if cfg.mode == "main":  # what the runtimes' hooks did last (their problems name sessions)
+        from memfs.capture import hookstate
+
+        if hooks := hookstate.summary(cfg):
+            info["hooks"] = hooks
     if args.get("json"):
         return Answer(stdout=json.dumps(info) + "\n")
     stderr = ""
@@ -450,4 +456,8 @@ def run(memory: Memory, cfg: Config, command: str, args: dict[str, Any], cwd: st
         return restore(memory, cfg, args, cwd)
     if command == "forget":
         return forget(memory, cfg, args, cwd)
+    if command == "hook":  # what a runtime's hook asks (memfs.capture.hookrun)
+        from memfs.capture import answering
+
+        return answering.hook(memory, cfg, args)
     return Answer(error=f"unknown command {command!r}")

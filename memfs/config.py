@@ -326,6 +326,17 @@ class DaemonConfig(_Section):
     idle_s: float = Field(600.0, gt=0, le=7 * 86_400)
 
 
+class RecallConfig(_Section):
+    # What `memfs hook` hands an agent's runtime (Claude Code, Codex, Gemini CLI) as added context
+    # on each prompt: the prompt searched, the results that pass search.min_score, within
+    # max_tokens (cl100k), nothing when nothing passes.  Off by default: on real chats a third or
+    # more of prompts unrelated to the memory still get a result past the threshold, and each
+    # injection is text the model reads.  A preference of the user's, never a workspace file's:
+    # it puts memory text into an agent's prompt (see WORKSPACE_SETTABLE).
+    on_prompt: bool = False
+    max_tokens: int = Field(400, ge=50, le=8000)
+
+
 AGENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAIN_MODE = "main"
 SHARED_MODE = "shared"
@@ -347,6 +358,7 @@ class Config(_Section):
     mount: MountConfig = Field(default_factory=MountConfig)
     history: HistoryConfig = Field(default_factory=HistoryConfig)
     daemon: DaemonConfig = Field(default_factory=DaemonConfig)
+    recall: RecallConfig = Field(default_factory=RecallConfig)
 
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)
 

@@ -54,6 +54,10 @@ class _Fallback(Exception):
 
 def main() -> None:
     """The ``memfs`` console script and ``python -m memfs``."""
+    if sys.argv[1:2] == ["hook"] and not {"-h", "--help"} & set(sys.argv):
+        from memfs.capture.hookrun import main as hook  # a runtime's hook: within a second, never click
+
+        hook(sys.argv[2:])
     request = parse(sys.argv[1:])
     if request is not None and _answered(*request):
         return

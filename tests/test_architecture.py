@@ -39,9 +39,10 @@ RANKS: dict[str, int] = {
                      "pgcli", "capture", "__main__"), 90),
 }
 FRONT_ENDS = frozenset(area for area, rank in RANKS.items() if rank == 90)
-# A front end reaches the index only through Memory; `memfs pg` administers PostgreSQL itself
-# (the schema and logins, which no Memory has).
-INDEX_ALLOWED = {"pgcli": ("index.storage",)}
+# A front end reaches the index only through Memory.  `memfs pg` administers PostgreSQL itself (the
+# schema and logins, which no Memory has); `memfs import` and the hooks read the runtimes' own
+# transcripts with the text stage's readers, and mask secrets with its masker, before they write.
+INDEX_ALLOWED = {"pgcli": ("index.storage",), "capture": ("index.text",)}
 UI_LIBRARIES = ("pyfuse3", "click", "trio")
 SQL_LIBRARIES = ("apsw", "psycopg", "sqlite3")
 

@@ -135,12 +135,25 @@ def render_status(info: dict[str, object], bar: bool = False) -> str:
             lines.append(f"served by:  {describe(process)}")
         if not processes:
             lines.append("served by:  nothing running (commands start `memfs serve` on demand; see daemon.on_demand)")
+    lines += _hooks(info.get("hooks") or {})
     if info.get("provider_error"):
         lines.append(f"warning:    embeddings unavailable: {info['provider_error']}")
     if "owed" in info:
         owed: list[str] = info["owed"]  # type: ignore[assignment]
         lines.append(f"index:      catching up with {len(owed)} file(s) written while its server was unavailable")
     return "\n".join(lines) + "\n"
+
+
+HOOKS_SHOWN = 3
+
+
+def _hooks(hooks: dict[str, Any]) -> list[str]:
+    """What the runtimes' hooks (`memfs hook`) did last, and their last problems."""
+    runs = sorted((hooks.get("runs") or {}).items(), key=lambda kv: str(kv[1].get("at")), reverse=True)
+    lines = [f"hook:       {name} at {run.get('at')}: {run.get('outcome')}" for name, run in runs[:HOOKS_SHOWN]]
+    lines += [f"problem:    hook {p.get('hook')} at {p.get('at')}: {p.get('problem')}"
+              for p in (hooks.get("problems") or [])[:HOOKS_SHOWN]]
+    return lines
 
 
 def _unavailable(info: dict[str, object]) -> str:

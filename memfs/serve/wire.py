@@ -48,7 +48,7 @@ ANSWER_TIMEOUT_S = 3600.0
 MAX_LINE = 64 * 1024 * 1024
 READ_ONLY = ("search", "get", "status", "context")
 # What a daemon answers (what needs the index): the commands a CLI starts a daemon for.
-COMMANDS = ("search", "get", "status", "context", "sync", "index", "append", "history", "restore")
+COMMANDS = ("search", "get", "status", "context", "sync", "index", "append", "history", "restore", "hook")
 LOST = ("the daemon stopped while it was answering; what it was doing may be done already: check "
         "(memfs status, memfs search) before you repeat it")
 # What the client answers in its own process when the daemon answering it stops mid-way (a mount

@@ -166,3 +166,34 @@ def fuse(keyword: np.ndarray, unit_cos: np.ndarray, chunk_cos: np.ndarray,
     if message is not None and np.any(message):
         scores = np.where(message, _fused(MESSAGE, keyword, unit_cos, chunk_cos), scores)
     return scores
+
+
+# -- how a result stands out (scripts/calibrate_abstain.py) -------------------------------------
+
+
+@dataclass(frozen=True)
+class StandOut:
+    """``P = sigmoid(c0 + c1 * logit(score) + c2 * best_cosine)``: a result's calibrated score,
+    weighed with how close in meaning the nearest passage of the memory searched is."""
+
+    c0: float
+    c1: float
+    c2: float
+
+
+STAND_OUT = StandOut(c0=-10.41, c1=1.54, c2=23.74)
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, 1e-6, 1 - 1e-6)
+    return np.log(p / (1 - p))
+
+
+def stand_out(scores: np.ndarray, best_cosine: float) -> np.ndarray:
+    """Scores weighed with the query's best cosine in the memory searched (NaN: no vectors, the
+    scores as they are).  Monotone: it changes no order, only which results pass ``min_score``.
+    The set is looked up when called (the calibration script replaces it)."""
+    if math.isnan(best_cosine) or len(scores) == 0:
+        return scores
+    c = STAND_OUT
+    return _sigmoid(c.c0 + c.c1 * _logit(scores) + c.c2 * best_cosine)

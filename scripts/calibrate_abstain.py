@@ -9,9 +9,11 @@ memory holds look-alikes too (the same words, a turn about the same kind of thin
 quarter of LoCoMo questions asked of another conversation got an answer.  What a stranger's
 memory rarely holds is a passage close in *meaning* to the question: the best cosine of the
 question with any candidate passage (search.Scored.best_cosine) was .58 (median) in the memory
-that holds the answer and .34 in a stranger's.  So the final score weighs both:
+that holds the answer and .34 in a stranger's.  The best of more passages is higher by chance, so
+it is measured against the null model of a memory of its size (scoring.null_adjusted: a memory of
+7 passages is judged as if its best were .09 closer than one of 500).  The final score weighs both:
 
-    P = sigmoid(c0 + c1 * logit(score) + c2 * best_cosine)
+    P = sigmoid(c0 + c1 * logit(score) + c2 * best)
 
 fitted per set of constants (Markdown; messages) by logistic regression, the classes weighed
 equally: related = each question's results among its own top 6 that cite its evidence; unrelated
@@ -43,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_locomo  # noqa: E402  (same folder)
 from calibrate_search import fit  # noqa: E402
 
-from memfs.index import search  # noqa: E402
+from memfs.index import scoring, search  # noqa: E402
 from memfs.index.search import Scope, SearchOptions, score_units  # noqa: E402
 
 DEFAULT_MIN = 0.52
@@ -57,7 +59,9 @@ def logit(p: np.ndarray | float) -> np.ndarray:
 
 
 def best_cosine(memory, question: str, vector) -> float:
-    return score_units(memory.store, question, vector, True, None, Scope(SearchOptions())).best_cosine
+    """The memory's best cosine for the question, as the null model makes it (scoring.null_adjusted)."""
+    found = score_units(memory.store, question, vector, True, None, Scope(SearchOptions()))
+    return scoring.null_adjusted(found.best_cosine, found.passages)
 
 
 def collect(dev: Path, cache: Path) -> dict:
@@ -116,9 +120,12 @@ def fitted(data: dict, sources: tuple[str, ...], names: list[str]) -> np.ndarray
 
 
 def weighed(c: np.ndarray, scores: list[float], best: float) -> np.ndarray:
+    """As scoring.stand_out with constants ``c`` (``best`` null-adjusted already)."""
+    raw = np.asarray(scores, dtype=float)
     if not scores or np.isnan(best):
-        return np.asarray(scores, dtype=float)
-    return 1 / (1 + np.exp(-(c[0] + c[1] * logit(scores) + c[2] * best)))
+        return raw
+    out = 1 / (1 + np.exp(-(c[0] + c[1] * logit(raw) + c[2] * best)))
+    return np.where(raw >= scoring.RAISE_FLOOR, out, np.minimum(out, raw))
 
 
 def figures(rows: list[tuple[np.ndarray, list[bool], np.ndarray]], t: float) -> tuple[float, float]:

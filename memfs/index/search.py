@@ -389,6 +389,7 @@ class Scored:
     # The query's best cosine with a candidate passage that is language (NaN: no vectors): how
     # close in meaning the nearest thing this memory holds is (scoring.stand_out).
     best_cosine: float = float("nan")
+    passages: int = 0  # about how many passages the memory searched holds (scoring.null_adjusted)
 
 
 def read_once_units(mode: str, units: list[StoredUnit], chunks: Mapping[int, StoredChunk]) -> np.ndarray:
@@ -567,11 +568,17 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     if dated:
         language &= np.array([scope.day_ok(unit_day(chunks[u.chunk_id].path, u)) for u in units], dtype=bool)
     best_cosine = float(np.max(unit_cos[language])) if language.any() else math.nan
+    # The passages the best was chosen from: the candidates' units, as many per chunk over every
+    # chunk of the index (the nearest chunks are among the candidates, so the best of the
+    # candidates is the best of the memory); a scoped search, the candidates alone.
+    passages = int(language.sum())
+    if scope.everything and chunks:
+        passages = max(passages, round(passages / len(chunks) * store.chunk_total(include_private)))
     scores = scoring.fuse(coverage, unit_cos, context, message, once)
     if noisy.any():  # noise that holds none of the query's words has no evidence (not the keyword prior)
         scores = np.where(noisy & (coverage == 0), 0.0, scores)
     if STAND_OUT:
-        scores = scoring.stand_out(scores, best_cosine)
+        scores = scoring.stand_out(scores, best_cosine, passages)
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
     # Python floats once for all (~900 units): indexing numpy arrays unit by unit cost more.
@@ -599,7 +606,8 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         key = (u.chunk_id, u.start_line, u.end_line)
         evidence[key] = max(evidence.get(key, 0.0), grows)
     return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, u.start_line, u.end_line)]
-                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors, mode, best_cosine)
+                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors, mode, best_cosine,
+                  passages)
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:

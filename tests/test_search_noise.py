@@ -96,3 +96,17 @@ def test_a_blob_is_found_by_its_exact_token_and_facts_beside_junk_by_meaning(jun
     assert found[0].vector_score == 0.0  # found by its words: its vector says nothing
     allergy = junk.search("medication allergy").results
     assert allergy and "penicillin" in allergy[0].snippet, [(r.snippet, r.score) for r in allergy]
+
+
+def test_a_passage_waiting_for_its_vector_keeps_its_keyword_score(workspace: Path, make_memory, locomo_day) -> None:
+    """The memory's best cosine (scoring.stand_out) knows nothing of a passage not embedded yet:
+    a note just written, found by its one rare word at 0.97, fell to 0.37 beside a day of
+    unrelated passages that had vectors."""
+    locomo_day(workspace)
+    memory = make_memory(workspace)
+    memory.index()
+    write(workspace / "memory" / "2026-01-02.md", "# 2026-01-02\n\n- Bought a kayak called Zephyrine.\n")
+    memory.file_changed("memory/2026-01-02.md")
+    assert memory.store.pending_count() > 0  # the case this test is about
+    results = memory.search("Zephyrine").results
+    assert [r.path for r in results] == ["memory/2026-01-02.md"] and results[0].score > 0.9, results

@@ -237,13 +237,18 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
-def stand_out(scores: np.ndarray, best_cosine: float, passages: int = NULL_PASSAGES) -> np.ndarray:
+def stand_out(scores: np.ndarray, best_cosine: float, passages: int = NULL_PASSAGES,
+              by_meaning: np.ndarray | None = None) -> np.ndarray:
     """Scores weighed with the query's best cosine in the memory searched, which holds about
-    ``passages`` passages (NaN: no vectors, the scores as they are).  Monotone: it changes no
-    order, only which results pass ``min_score``.  The set is looked up when called (the
-    calibration script replaces it)."""
+    ``passages`` passages (NaN: no vectors, the scores as they are).  ``by_meaning``: which scores
+    had a vector to go by; the others (a passage still waiting for its vector, noise) keep theirs:
+    the best cosine knows nothing of them (a note just written, found by its one rare word at 0.97,
+    fell to 0.37 beside unrelated passages that had vectors).  Monotone among the scores it weighs:
+    it changes no order, only which results pass ``min_score``.  The set is looked up when called
+    (the calibration script replaces it)."""
     if math.isnan(best_cosine) or len(scores) == 0:
         return scores
     c = STAND_OUT
     weighed = _sigmoid(c.c0 + c.c1 * _logit(scores) + c.c2 * null_adjusted(best_cosine, passages))
-    return np.where(scores >= RAISE_FLOOR, weighed, np.minimum(weighed, scores))
+    weighed = np.where(scores >= RAISE_FLOOR, weighed, np.minimum(weighed, scores))
+    return weighed if by_meaning is None else np.where(by_meaning, weighed, scores)

@@ -92,6 +92,10 @@ LONG_TERM_POOL = 20
 # A noise passage (memfs.index.noise) is found by query terms (stems) of at least this many
 # characters: shorter ones are held by a line of random bytes by chance.
 NOISE_TERM_CHARS = 4
+# Passages (units) per chunk, to count a memory's passages from its chunks: on the dev set 8.3-9.2
+# in daily logs, 5.6-6.3 in sync chats, 4.7 in the probe workspace (tests/data/probes).  Twice
+# as many passages move the null model's chance level by about .01 of cosine.
+PASSAGES_PER_CHUNK = 7
 # Scores say how a result stands out (scoring.stand_out): the result's calibrated score, and how
 # close in meaning the nearest passage of this memory is.  A module switch while it is a
 # prototype (scripts/calibrate_abstain.py turns it off to measure the scores beneath).
@@ -564,16 +568,17 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         own_cos = np.where(noisy, np.nan, own_cos)
         context = np.where(noisy, np.nan, context)
     dated = scope.after is not None or scope.before is not None
-    language = ~np.isnan(unit_cos)
+    language = ~noisy
     if dated:
         language &= np.array([scope.day_ok(unit_day(chunks[u.chunk_id].path, u)) for u in units], dtype=bool)
-    best_cosine = float(np.max(unit_cos[language])) if language.any() else math.nan
-    # The passages the best was chosen from: the candidates' units, as many per chunk over every
-    # chunk of the index (the nearest chunks are among the candidates, so the best of the
-    # candidates is the best of the memory); a scoped search, the candidates alone.
-    passages = int(language.sum())
-    if scope.everything and chunks:
-        passages = max(passages, round(passages / len(chunks) * store.chunk_total(include_private)))
+    measured = language & ~np.isnan(unit_cos)
+    best_cosine = float(np.max(unit_cos[measured])) if measured.any() else math.nan
+    # The passages the best is chosen from (scoring.null_adjusted): the memory's, since its
+    # nearest chunks are among the candidates, counted from its chunks (PASSAGES_PER_CHUNK) so
+    # that what is embedded yet, or read as provisional lines, moves no score; a scoped search,
+    # its candidates' units that are language.
+    passages = (store.chunk_total(include_private) * PASSAGES_PER_CHUNK if scope.everything
+                else int(language.sum()))
     scores = scoring.fuse(coverage, unit_cos, context, message, once)
     if noisy.any():  # noise that holds none of the query's words has no evidence (not the keyword prior)
         scores = np.where(noisy & (coverage == 0), 0.0, scores)

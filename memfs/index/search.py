@@ -575,10 +575,12 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     best_cosine = float(np.max(unit_cos[measured])) if measured.any() else math.nan
     # The passages the best is chosen from (scoring.null_adjusted): the memory's, since its
     # nearest chunks are among the candidates, counted from its chunks (PASSAGES_PER_CHUNK) so
-    # that what is embedded yet, or read as provisional lines, moves no score; a scoped search,
-    # its candidates' units that are language.
-    passages = (store.chunk_total(include_private) * PASSAGES_PER_CHUNK if scope.everything
-                else int(language.sum()))
+    # that what is embedded yet, or read as provisional lines, moves no score, less the share of
+    # noise among the candidates (it has no vector to meet the query by chance: 200 KB of random
+    # bytes made a small memory count as three times its size); a scoped search, its candidates'
+    # units that are language.
+    passages = (round(store.chunk_total(include_private) * PASSAGES_PER_CHUNK * (1 - noisy.mean()))
+                if scope.everything else int(language.sum()))
     scores = scoring.fuse(coverage, unit_cos, context, message, once)
     if noisy.any():  # noise that holds none of the query's words has no evidence (not the keyword prior)
         scores = np.where(noisy & (coverage == 0), 0.0, scores)

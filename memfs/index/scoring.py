@@ -45,13 +45,13 @@ How a result stands out (:func:`stand_out`, one set for both kinds, ``STAND_OUT`
 memory holds look-alikes (the same words, a turn about the same kind of thing), so about a
 quarter of the dev set's questions asked of another conversation passed 0.52 on the score
 above.  What a stranger's memory rarely holds is a passage close in meaning: the question's best
-cosine over the memory's passages was .57 (median; 5th percentile .43) where the answer is, .34
-(95th percentile .44) in a stranger's (Markdown; messages alike).  The final score is the score
+cosine over the memory's passages was .58 (median; 5th percentile .43) where the answer is, .34
+(95th percentile .45) in a stranger's (Markdown; messages alike).  The final score is the score
 above weighed with that best cosine, measured against what chance gives a memory of that size
 (:func:`null_adjusted`).  The best cosine is the same for every result of a query, so the order
 does not change: it decides whether the memory answers at all, and how far down its list.
-Held out one conversation at a time, min_score 0.52 then lets 12.5% of strangers' questions
-through on Markdown (22.9% before) and 10.8% on messages (15.4%), answered@own .845 and .837
+Held out one conversation at a time, min_score 0.52 then lets 12.1% of strangers' questions
+through on Markdown (22.9% before) and 10.1% on messages (15.4%), answered@own .845 and .837
 (.845, .833).  Degenerate input does not reach it: noise passages and unreadable queries
 (:mod:`memfs.index.noise`) have no cosine.
 """

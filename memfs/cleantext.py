@@ -7,6 +7,13 @@ bytes (binary noise appended to a note) keeps only its words that are text.  Lin
 still hold.  Newline and tab are the only control characters left: an ANSI escape sequence
 (ESC, or the C1 CSI) in memory must not reach an agent's prompt or a terminal.  A carriage
 return that ends a line (CRLF) is a line ending, not junk, and is dropped without counting.
+
+Terminal control sequences (terminal output pasted into a note or a chat: colours, a window
+title) are removed whole, parameters and all, and not counted as bytes that are not text: they
+are formatting, like a line ending.  Marking only their escape byte left the rest glued to the
+next word: ``\x1b[1;31mzookeeper`` was indexed as ``31mzookeeper``, so ``zookeeper`` found
+nothing, and the snippet showed ``\ufffd[1;31mzookeeper``.  A sequence cut short (an escape at
+the end of a line, an OSC never terminated) is not one: its escape byte is a mark as before.
 """
 
 from __future__ import annotations
@@ -24,6 +31,39 @@ _NOISE = re.compile(f"[{_CONTROL}\ufffd]+\\S*(?:\\s+\\S*?[{_CONTROL}\ufffd]+\\S*
 # A stretch of text kept from a noisy line holds a word of at least three letters or digits in a
 # row: random bytes decode to stray printable characters, rarely to three alphanumerics in a row.
 _WORDLIKE = re.compile(r"[^\W_]{3}")
+# Terminal control sequences (ECMA-48), whole:
+# - CSI (ESC [ or C1 CSI): parameter bytes 0x30-0x3F, intermediates 0x20-0x2F, a final 0x40-0x7E
+#   (colours ``\x1b[1;31m``, cursor moves, ``\x1b[2J``);
+# - OSC, DCS, SOS, PM, APC (ESC ] P X ^ _, or their C1 forms): a string ended by BEL or ST (ESC \
+#   or C1 ST), on one line and at most 512 characters (a window title, a hyperlink's target);
+# - any other escape: ESC, intermediates, a final 0x30-0x7E (``\x1b(B``, ``\x1b7``, ``\x1b=``).
+_TERMINAL = re.compile(
+    "(?:\x1b\\[|\x9b)[0-?]*[ -/]*[@-~]"
+    "|(?:\x1b[\\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]{0,512}(?:\x07|\x1b\\\\|\x9c)"
+    "|\x1b(?![\\[\\]PX^_])[ -/]*[0-~]"
+)
+
+
+def without_terminal_codes(text: str) -> tuple[str, int]:
+    """(text without its terminal control sequences, how many bytes of UTF-8 they held)."""
+    removed = 0
+
+    def drop(match: re.Match[str]) -> str:
+        nonlocal removed
+        removed += len(match.group(0).encode("utf-8"))
+        return ""
+
+    return _TERMINAL.sub(drop, text), removed
+
+
+def clean_str(text: str) -> str:
+    """Text already decoded (a chat message's content from its JSON, where an escape byte is
+    written ``\\u001b``) as :func:`clean_text` makes a file's: no terminal sequence, and every
+    other control character a mark."""
+    if not _JUNK.search(text):
+        return text
+    text, _ = without_terminal_codes(text)
+    return "\n".join(_clean_line(line) for line in text.split("\n")) if _JUNK.search(text) else text
 
 
 def _clean_line(line: str) -> str:
@@ -76,13 +116,14 @@ def clean_text(data: bytes) -> tuple[str, int]:
     if endings:
         text = text.replace("\r\n", "\n")
     bom = text.startswith("\ufeff")
+    text, formatting = without_terminal_codes(text)
     if not _JUNK.search(text):
         return text[1:] if bom else text, 0
     text = "\n".join(_clean_line(line) for line in text.split("\n"))
     if bom:
         text = text.lstrip("\ufeff")
     kept = len(text.replace("\ufffd", "").encode("utf-8"))
-    return text, max(0, len(data) - kept - endings - (3 if bom else 0))
+    return text, max(0, len(data) - kept - endings - formatting - (3 if bom else 0))
 
 
 def describe(bad: int) -> str:

@@ -46,6 +46,19 @@ def test_a_strong_meaning_only_match_passes_the_default(facts, query: str, expec
     assert all(expected not in r.snippet for r in results[1:])  # the other facts are not dragged in
 
 
+def test_a_meaning_only_match_in_a_daily_log_passes_the_default(workspace: Path, make_memory) -> None:
+    """Issue #44: the log entry scored 0.436 for "medication allergy", under the default: a match
+    by meaning alone, and the best answer the memory holds, said "No results"."""
+    write(workspace / "memory" / "2026-11-02.md",
+          "# 2026-11-02\n\n## 09:00 - Health\nThe user is allergic to penicillin.\n\n"
+          "## 19:30 - Home\nWater the fiddle-leaf fig once a week; it drops leaves if overwatered.\n")
+    memory = make_memory(workspace)
+    memory.index()
+    results = memory.search("medication allergy").results
+    assert results and "penicillin" in results[0].snippet, [(r.snippet, r.score) for r in results]
+    assert results[0].score >= memory.cfg.search.min_score
+
+
 def test_a_fact_keeps_its_meaning_beside_a_late_read_daily_log(workspace: Path, make_memory, locomo_day) -> None:
     """Under "auto" a daily log is read late and MEMORY.md's facts each alone: the penicillin fact
     is not pooled with the Postgres and standup lines around it, so a question by meaning finds it."""
@@ -460,6 +473,7 @@ def test_markdown_read_once_takes_context_from_the_passages_around_a_unit(worksp
     chunk = float(memory.store.vector_similarity(vector, [reply.chunk.id])[reply.chunk.id])
     assert neighbourhood > max(chunk, reply.cosine) + 0.02  # the case this test is about
     assert reply.chunk_cosine == pytest.approx(neighbourhood, abs=1e-5)
-    expected = scoring.fuse(np.array([reply.keyword]), np.array([reply.cosine]), np.array([neighbourhood]),
-                            np.array([False]), np.array([True]))[0]
+    expected = scoring.stand_out(scoring.fuse(np.array([reply.keyword]), np.array([reply.cosine]),
+                                              np.array([neighbourhood]), np.array([False]), np.array([True])),
+                                 found.best_cosine, found.passages)[0]
     assert reply.score == pytest.approx(float(expected), abs=1e-6)

@@ -52,6 +52,7 @@ from memfs.index.search.snippets import (
 from memfs.index.storage.interface import IndexStore
 from memfs.index.storage.records import StoredChunk, StoredUnit
 from memfs.index.storage.vectors import unpack_unit_vectors
+from memfs.index.text import noise
 from memfs.index.text.keywords import search_terms, stems
 from memfs.workspace import LONG_TERM_NAMES, SESSIONS_DIR, SYNC_DIR, daily_date
 
@@ -72,6 +73,17 @@ COMMON_TERM_MIN_CHUNKS = 5000
 # "medication allergy" found MEMORY.md, then nothing).  Up to this many of its chunks (about 8,000
 # tokens of facts, ~180 units more to score); past it, the nearest this many.
 LONG_TERM_POOL = 20
+# A noise passage (memfs.index.text.noise) is found by query terms (stems) of at least this many
+# characters: shorter ones are held by a line of random bytes by chance.
+NOISE_TERM_CHARS = 4
+# Passages (units) per chunk, to count a memory's passages from its chunks: on the dev set 8.3-9.2
+# in daily logs, 5.6-6.3 in sync chats, 4.7 in the probe workspace (tests/data/probes).  Twice
+# as many passages move the null model's chance level by about .01 of cosine.
+PASSAGES_PER_CHUNK = 7
+# Scores say how a result stands out (scoring.stand_out): the result's calibrated score, and how
+# close in meaning the nearest passage of this memory is.  A module switch while it is a
+# prototype (scripts/calibrate_abstain.py turns it off to measure the scores beneath).
+STAND_OUT = True
 # A query is embedded from its first characters (the model reads 256 word pieces anyway).
 QUERY_EMBED_CHARS = 2000
 _MESSAGE_DATE = re.compile(r"^\[(\d{4}-\d{2}-\d{2}) ")
@@ -367,6 +379,10 @@ class Scored:
     scores: dict[int, float]  # unit id -> score
     vectors: Mapping[int, np.ndarray] = field(default_factory=dict)  # unit id -> its vector, if it has one
     mode: str = "whole"  # how the index reads its passages (its fingerprint's "readings")
+    # The query's best cosine with a candidate passage that is language (NaN: no vectors): how
+    # close in meaning the nearest thing this memory holds is (scoring.stand_out).
+    best_cosine: float = float("nan")
+    passages: int = 0  # about how many passages the memory searched holds (scoring.null_adjusted)
 
 
 def read_once_units(mode: str, units: list[StoredUnit], chunks: Mapping[int, StoredChunk]) -> np.ndarray:
@@ -426,6 +442,8 @@ def score_units(store: IndexStore, query: str, query_vector: QueryVector, includ
     """Every unit of the candidate chunks with its calibrated score; ``ranked`` holds those that
     score ``floor`` or more (a search's ``min_score``: no later step raises a score)."""
     where, params = scope.sql()
+    if noise.unreadable_query(query):
+        query_vector = None  # its vector says nothing (memfs.index.text.noise): its words alone are searched
     # Held throughout: the nearest chunks are found on another thread, from the in-memory matrix
     # the lock keeps writers away from (see Store.nearest_later).
     with store.lock:
@@ -506,6 +524,13 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     missing = [cid for cid in chunks if cid not in chunk_cos]
     if query_vector is not None and missing:
         chunk_cos.update(store.vector_similarity(query_vector, missing))
+    # Noise (random bytes, a base64 blob, a hex dump: memfs.index.text.noise) is found by its words
+    # alone, and only by words long enough to be looked for: a random line holds every short
+    # word by chance ("q" met a line of random bytes holding "Q").
+    noisy = np.array([noise.is_noise(u.text) for u in units], dtype=bool)
+    if noisy.any():
+        present = [frozenset(t for t in held if len(t) >= NOISE_TERM_CHARS) if n else held
+                   for held, n in zip(present, noisy.tolist())]
     shares: dict[frozenset[str], float] = {}  # a few distinct sets of terms among ~900 units
     coverage = np.array([shares[held] if held in shares else shares.setdefault(
         held, scoring.keyword_coverage(weights, held)) for held in present])
@@ -513,7 +538,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         unit_cos = matrix @ np.asarray(query_vector, dtype=np.float32)
     else:
         unit_cos = np.full(len(units), np.nan)
-    embedded = (~np.isnan(matrix[:, 0])).tolist() if dims else [False] * len(units)
+    embedded = (~np.isnan(matrix[:, 0]) & ~noisy).tolist() if dims else [False] * len(units)
     vectors = _Rows(matrix, {u.id: row for row, (u, has) in enumerate(zip(units, embedded)) if has})
     around = np.array([chunk_cos.get(u.chunk_id, np.nan) for u in units], dtype=np.float64)
     own_cos = unit_cos
@@ -527,10 +552,31 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     if once.any() and query_vector is not None:
         context = np.where(once & ~np.isnan(context), np.fmax(context, _neighbourhood_cosine(units, matrix, query_vector)),
                            context)
+    if noisy.any():
+        unit_cos = np.where(noisy, np.nan, unit_cos)
+        own_cos = np.where(noisy, np.nan, own_cos)
+        context = np.where(noisy, np.nan, context)
+    dated = scope.after is not None or scope.before is not None
+    language = ~noisy
+    if dated:
+        language &= np.array([scope.day_ok(unit_day(chunks[u.chunk_id].path, u)) for u in units], dtype=bool)
+    measured = language & ~np.isnan(unit_cos)
+    best_cosine = float(np.max(unit_cos[measured])) if measured.any() else math.nan
+    # The passages the best is chosen from (scoring.null_adjusted): the memory's, since its
+    # nearest chunks are among the candidates, counted from its chunks (PASSAGES_PER_CHUNK) so
+    # that what is embedded yet, or read as provisional lines, moves no score, less the share of
+    # noise among the candidates (it has no vector to meet the query by chance: 200 KB of random
+    # bytes made a small memory count as three times its size); a scoped search, its candidates'
+    # units that are language.
+    passages = (round(store.chunk_total(include_private) * PASSAGES_PER_CHUNK * (1 - noisy.mean()))
+                if scope.everything else int(language.sum()))
     scores = scoring.fuse(coverage, unit_cos, context, message, once)
+    if noisy.any():  # noise that holds none of the query's words has no evidence (not the keyword prior)
+        scores = np.where(noisy & (coverage == 0), 0.0, scores)
+    if STAND_OUT:
+        scores = scoring.stand_out(scores, best_cosine, passages, ~np.isnan(context))
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
-    dated = scope.after is not None or scope.before is not None
     # Python floats once for all (~900 units): indexing numpy arrays unit by unit cost more.
     for unit, score, share, cosine, around_cos in zip(units, scores.tolist(), coverage.tolist(), unit_cos.tolist(),
                                                       context.tolist()):
@@ -556,7 +602,8 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         key = (u.chunk_id, *passage(u))
         evidence[key] = max(evidence.get(key, 0.0), grows)
     return Scored(ranked, by_chunk, {u.id: evidence[(u.chunk_id, *passage(u))]
-                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors, mode)
+                                     for in_chunk in by_chunk.values() for u in in_chunk}, vectors, mode, best_cosine,
+                  passages)
 
 
 def _decay(scored: list[_Scored], half_life: float, today: dt.date) -> list[_Scored]:

@@ -66,6 +66,8 @@ _NON_ASCII = re.compile(r"[^\x00-\x7f]")
 
 @functools.lru_cache(maxsize=4096)
 def _symbol_word(char: str) -> str:
+    if char == "\ufffd":
+        return " "  # a mark for bytes that were not text (memfs.cleantext): no word to search for
     category = unicodedata.category(char)
     if category in _SYMBOLS:
         return f" sym{ord(char):x} "

@@ -28,6 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from memfs.cleantext import clean_str
 from memfs.index.text import secrets, transcripts
 
 ROLES = {"user": "User", "assistant": "Assistant", "tool": "Tool"}
@@ -54,7 +55,7 @@ TITLE_CHARS = 120
 
 
 def _title(value: Any) -> str:
-    text = " ".join(value.split()) if isinstance(value, str) else ""
+    text = " ".join(clean_str(value).split()) if isinstance(value, str) else ""
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
 
 
@@ -158,7 +159,9 @@ def _when(value: Any) -> str:
 
 def _render(line: int, role: str, content: str, when: str, ident: str | None,
             chat: tuple[str, str] = ("", ""), kind: object = None) -> Message | None:
-    content = content.strip()
+    # JSON carries control characters as escapes (``\u001b[31m``) that the file's cleaning
+    # (memfs.cleantext) never sees: the content is cleaned as a file's text is.
+    content = clean_str(content).strip()
     if role not in ROLES or not content:
         return None
     prefix = f"[{when}] " if when else ""

@@ -38,7 +38,7 @@ from memfs.mountinfo import memfs_mount_containing
 from memfs.userdirs import CONFIG_FILE, config_file_candidates, default_state_dir, trusted_state_dir  # noqa: F401
 
 log = logging.getLogger(__name__)
-READ_WAIT_MS = 50  # the most any read waits for vectors (memfs.memory)
+READ_WAIT_MS = 1000  # the most any read spends getting the freshest passages their vectors (services.searching)
 
 
 class ConfigError(ValueError):
@@ -101,16 +101,19 @@ class SearchConfig(_Section):
     # before, 1,030; on the LoCoMo dev set 800 / 1000 / 1200 / 1400 gave R@6 .816 / .832 / .845
     # / .850 at 824 / 932 / 1014 / 1068 tokens).
     snippet_chars: int = Field(1200, ge=80, le=20_000)
-    # How long a search may wait for a just-written note's few passages to get their vectors
-    # (only while a process is embedding them, never for a backlog): at most READ_WAIT_MS.
-    pending_wait_ms: int = Field(READ_WAIT_MS, ge=0, le=60_000)
+    # How long a search may spend getting the freshest few passages still waiting (a note just
+    # written, a mount's first seconds) their vectors: it embeds them itself (or waits for the
+    # process embedding them), never a backlog, at most READ_WAIT_MS; 0: answer from what has
+    # vectors now.  300 ms is a call of the local model for a few passages on 2 busy cores.
+    pending_wait_ms: int = Field(300, ge=0, le=60_000)
 
     @field_validator("pending_wait_ms")
     @classmethod
     def _capped(cls, value: int) -> int:
         if value > READ_WAIT_MS:
-            log.warning("search.pending_wait_ms = %d: a read waits at most %d ms for vectors (it answers from what "
-                        "is embedded and says what is pending); using %d", value, READ_WAIT_MS, READ_WAIT_MS)
+            log.warning("search.pending_wait_ms = %d: a read spends at most %d ms getting fresh passages their "
+                        "vectors (it answers from what is embedded and says what is pending); using %d", value,
+                        READ_WAIT_MS, READ_WAIT_MS)
             return READ_WAIT_MS
         return value
 

@@ -153,6 +153,10 @@ class Memory:
         """What waits for vectors, at the embedding rate last measured (by any process)."""
         return self.engine.backlog(pending, include_private)
 
+    def warm(self) -> None:
+        """Load the embedding model now (a mount or daemon starting)."""
+        self.engine.warm()
+
     def stop(self) -> None:
         """A warm process is stopping: no further embedding batch starts."""
         self.engine.stop()

@@ -14,6 +14,7 @@ import os
 import shutil
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,7 @@ log = logging.getLogger(__name__)
 # Settings a running mount takes from a changed .memfs.toml at once (what is private must follow
 # it; the context's settings only shape what is read); the others wait for the next mount.
 LIVE_SECTIONS = ("privacy.", "bundle.")
+WARM_WAIT_S = 10.0  # the most a mount's start waits for the embedding model (1-2 s cold, more when busy)
 def set_read_ahead(mountpoint: Path, kb: int) -> None:
     """Raise the mount's read-ahead so sequential reads reach the daemon in 1 MiB requests
     instead of the kernel's default 128 KiB (measured: reading a large file about twice as fast).
@@ -314,9 +316,16 @@ class Daemon:
     def run(self) -> None:
         for warning in shadowed_warnings(self.cfg):
             log.warning("%s", warning)
+        # The model loads as the mount starts, beside the reconcile: the first search and the first
+        # note written must not find it cold (a newcomer's first search, a second after mounting,
+        # found a fresh note by keyword only).  Waited for at most WARM_WAIT_S before the mount
+        # answers; a model that takes longer goes on loading behind it.
+        warming = threading.Thread(target=self.memory.warm, name="memfs-warm", daemon=True)
+        warming.start()
         outcomes = self.memory.reconcile()
         changed = [o for o in outcomes if o.action in ("indexed", "removed")]
         log.info("reconciled %d memory files (%d changed since the last run)", len(outcomes), len(changed))
+        warming.join(timeout=WARM_WAIT_S)
         self.socket.open()
         try:
             pyfuse3.init(self.ops, str(self.mountpoint), mount_options(self.cfg.mount.allow_other))

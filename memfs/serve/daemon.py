@@ -12,6 +12,7 @@ the command through ``on_ready`` when its socket answers, or that another daemon
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import time
@@ -87,6 +88,7 @@ class ServeDaemon:
                 return
             if signals:
                 nursery.start_soon(self._signals)
+            nursery.start_soon(functools.partial(trio.to_thread.run_sync, self.memory.warm, abandon_on_cancel=True))
             nursery.start_soon(self.embedder.run)
             if self.cfg.mount.watch:
                 nursery.start_soon(watch_workspace, self.memory, self.embedder.kick, self.stop)

@@ -366,6 +366,42 @@ class Engine:
                 log.warning("embedding failed, new chunks stay keyword-only for now: %s", exc)
                 return 0
 
+    def embed_fresh(self, limit: int, budget_s: float) -> int:
+        """Embed up to ``limit`` of the passages waiting, the freshest first (as the background
+        embedder orders them), within about ``budget_s``: a search that finds a note just
+        written (or a mount's first seconds) still waiting answers by its meaning, not by keyword
+        alone.  Waits for the embedding in progress (this process's, another's turn) at most
+        the budget, and stops between model calls once it is spent; never raises."""
+        if not self.indexer.embeds or self._stopping.is_set() or budget_s <= 0:
+            return 0
+        deadline = time.monotonic() + budget_s
+        if not self._embed_lock.acquire(timeout=budget_s):
+            return 0
+        spent = threading.Event()
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), spent.set)
+        timer.start()
+        try:
+            return self.indexer.embed_pending(limit=limit, stop=spent)
+        except IndexOffline as exc:
+            self.outage.down(exc)
+            return 0
+        except EmbeddingError as exc:
+            self.provider_error = str(exc)
+            return 0
+        finally:
+            timer.cancel()
+            self._embed_lock.release()
+
+    def warm(self) -> None:
+        """Load the embedding model now (a mount or daemon starting), so the first search and the
+        first write do not wait for it; a failure is what the provider says later."""
+        if self.cfg.embedding.provider == "none":
+            return
+        try:
+            self.provider.embed(["memfs"])
+        except EmbeddingError as exc:
+            log.info("the embedding model could not be loaded at start (%s)", exc)
+
     @property
     def pending(self) -> int:
         return int(self._waiting(self.store.pending_count))

@@ -37,8 +37,9 @@ from memfs.workspace import FileKind, classify
 
 log = logging.getLogger(__name__)
 
-# How few passages may be pending for a read to wait at all (at most READ_WAIT_MS, to which
-# search.pending_wait_ms is capped): a note just written, not a backlog.
+# How many of the freshest waiting passages a search embeds itself before it searches (within
+# search.pending_wait_ms): a note just written is a few (a daily-log entry: its chunk and 2-4
+# units), and 16 passages are one call of the local model, ~100-300 ms on 2 busy cores.
 FEW_PENDING = 16
 SESSIONS_KEPT = 256  # session files whose metadata a searcher remembers
 
@@ -184,22 +185,19 @@ class Searcher:
         return known[1]
 
     def _wait_for_vectors(self, wait_ms: int) -> float:
-        """Give a process that is embedding a just-written note's few passages a moment to
-        finish, at most READ_WAIT_MS in all; a read never embeds, and never waits on a backlog
-        (more than FEW_PENDING passages): it answers from what has vectors now.  Returns the
-        milliseconds waited."""
-        began = time.monotonic()
-        deadline = began + min(wait_ms, READ_WAIT_MS) / 1000
-        if not self.engine.indexer.embeds:
+        """Give the freshest passages still waiting their vectors before searching, so a note
+        just written (a mount's first seconds too) is found by its meaning: up to FEW_PENDING of
+        them, the freshest first, embedded here (or by the process embedding them, whose turn
+        this waits for), within ``wait_ms`` (at most READ_WAIT_MS).  A backlog (more than
+        FEW_PENDING waiting) never makes a read wait: it is the background embedder's, which takes
+        the freshest first, and the answer says what waits.  Returns the milliseconds spent."""
+        if wait_ms <= 0 or not self.engine.indexer.embeds or not self.engine.has_pending:
             return 0.0
-        slept = False
-        while time.monotonic() < deadline:
-            pending = self.engine.store.pending_count()
-            if not pending or pending > FEW_PENDING or not self.engine.backlog(pending).active:
-                break
-            time.sleep(0.005)
-            slept = True
-        return round((time.monotonic() - began) * 1000, 1) if slept else 0.0
+        if self.engine.store.pending_count() > FEW_PENDING:
+            return 0.0  # a backlog: the background embedder takes the freshest first; a read never waits on it
+        began = time.monotonic()
+        self.engine.embed_fresh(FEW_PENDING, min(wait_ms, READ_WAIT_MS) / 1000)
+        return round((time.monotonic() - began) * 1000, 1)
 
     def _embed_query(self, query: str) -> np.ndarray | None:
         try:

@@ -107,6 +107,16 @@ class SearchConfig(_Section):
     # vectors now.  300 ms is a call of the local model for a few passages on 2 busy cores.
     pending_wait_ms: int = Field(300, ge=0, le=60_000)
 
+    # An optional reranker (memfs.index.search.rerank): a cross-encoder server's /rerank endpoint
+    # (TEI, Jina, Cohere, vLLM, llama.cpp) that reorders the best rerank_top candidates; off while
+    # the URL is empty.  Never from a workspace's .memfs.toml (it reaches the network).
+    rerank_url: str = ""
+    rerank_model: str = ""  # sent as "model" when the server serves several
+    rerank_api_key_env: str = ""  # the environment variable holding a bearer token, if the server wants one
+    rerank_top: int = Field(20, ge=2, le=100)
+    # Past this the reranker is skipped for that search, with a warning (results in memfs's order).
+    rerank_timeout_ms: int = Field(1500, ge=50, le=60_000)
+
     @field_validator("pending_wait_ms")
     @classmethod
     def _capped(cls, value: int) -> int:
@@ -421,7 +431,13 @@ WORKSPACE_SETTABLE = (
 )
 
 
+# Keys under an allowed section that a workspace's file may still not set.
+WORKSPACE_REFUSED = ("search.rerank_",)
+
+
 def workspace_may_set(key: str) -> bool:
+    if key.startswith(WORKSPACE_REFUSED):
+        return False
     return any(key == allowed or (allowed.endswith(".") and key.startswith(allowed))
                for allowed in WORKSPACE_SETTABLE)
 # Environment variables that are not settings but are ours all the same.

@@ -28,6 +28,7 @@ from memfs.index.search.hybrid import (
     empty_scope,
     hybrid_search,
 )
+from memfs.index.search.rerank import RerankFailed, rerank
 from memfs.index.storage.interface import IndexOffline, IndexStore
 from memfs.index.text.messages import session_info
 from memfs.privacy import Privacy, read_visible
@@ -107,7 +108,10 @@ class Searcher:
             # The query is embedded on another thread while SQLite runs the keyword side.
             privacy = self.engine.privacy(mode)
             hides = privacy.is_private if privacy.shared else None
-            results = hybrid_search(self.engine.store, query, embedding.result if embedding else None, params, hides=hides)
+            settings = self.engine.cfg.search
+            reranking = bool(settings.rerank_url) and params.max_results < settings.rerank_top
+            wide = dataclasses.replace(params, max_results=settings.rerank_top) if reranking else params
+            results = hybrid_search(self.engine.store, query, embedding.result if embedding else None, wide, hides=hides)
             if not results and (scope_warning := empty_scope(self.engine.store, params.options, hides)):
                 warnings.append(scope_warning)
             generation = None if privacy.shared else self.engine.store.generation
@@ -115,6 +119,12 @@ class Searcher:
                        else self.engine.store.pending_count())
         if self.engine.cfg.embedding.provider != "none" and (embedding is None or embedding.result() is None):
             warnings.append(f"embedding provider failed ({self.engine.provider_error}); keyword results only")
+        if self.engine.cfg.search.rerank_url:
+            try:
+                results, _ = rerank(self.engine.cfg.search, query, results)
+            except RerankFailed as exc:
+                warnings.append(f"{exc}: results in memfs's own order")
+            results = results[: params.max_results]
         warnings += file_warnings(self.engine, results, privacy)
         results = [dataclasses.replace(r, session=info) if (info := self._session_of(r.path, privacy)) else r
                    for r in results]

@@ -181,6 +181,7 @@ class SearchResult:
     # A result in a session transcript: its runtime, title, project and start (set by the caller
     # that can read the file: memfs.services.searching).
     session: dict[str, str] | None = None
+    rerank: float | None = None  # the reranker's own score, when one reordered the results
 
     @property
     def citation(self) -> str:
@@ -192,6 +193,8 @@ class SearchResult:
             del found["agent"]
         if self.session is None:
             del found["session"]
+        if self.rerank is None:
+            del found["rerank"]
         return found
 
 

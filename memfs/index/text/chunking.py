@@ -22,6 +22,7 @@ cites one by one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -60,9 +61,48 @@ def _segments(numbered: list[tuple[int, str]], max_tokens: int) -> list[_Segment
         if n <= max_tokens:
             segments.append(_Segment(number, line, n))
             continue
-        for piece in tokens.split_by_tokens(line, max_tokens - 1):
+        for piece in _pieces(line, max_tokens - 1):
             segments.append(_Segment(number, piece, tokens.count(piece) + 1))
     return segments
+
+
+_BREAK = re.compile(r"(?<=\n)")  # after each newline: the pieces of a text joined give it back
+
+
+def _pieces(text: str, max_tokens: int) -> list[str]:
+    """A line longer than a chunk (a long message: an agent's answer, a pasted log) cut into
+    pieces of at most ``max_tokens`` that join to it exactly, at its lines (a paragraph's end
+    first: the piece that ends at the last blank line that fits), so no passage starts in the
+    middle of a sentence; a single line longer than that is cut by tokens."""
+    pieces: list[str] = []
+    current = ""
+    for part in _BREAK.split(text):
+        if not part:
+            continue
+        if current and tokens.count(current + part) > max_tokens:
+            # Back to the last paragraph break in the piece, if it holds one past its start.
+            cut = current.rfind("\n\n", 0, len(current) - 1)
+            if cut > 0:
+                pieces.append(current[: cut + 2])
+                current = current[cut + 2 :]
+                if tokens.count(current + part) <= max_tokens:
+                    current += part
+                    continue
+            pieces.append(current)
+            current = ""
+        if tokens.count(part) > max_tokens:
+            pieces.extend(tokens.split_by_tokens(part, max_tokens))
+            continue
+        current += part
+    if current:
+        pieces.append(current)
+    merged: list[str] = []
+    for piece in pieces:  # a blank line alone is no passage: it stays with the piece it ends
+        if merged and not piece.strip():
+            merged[-1] += piece
+        else:
+            merged.append(piece)
+    return merged
 
 
 def _group(segments: list[_Segment], max_tokens: int, overlap: int) -> list[list[_Segment]]:

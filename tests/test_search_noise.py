@@ -110,3 +110,34 @@ def test_a_passage_waiting_for_its_vector_keeps_its_keyword_score(workspace: Pat
     assert memory.store.pending_count() > 0  # the case this test is about
     results = memory.search("Zephyrine").results
     assert [r.path for r in results] == ["memory/2026-01-02.md"] and results[0].score > 0.9, results
+
+
+def test_a_waiting_exact_match_stays_above_older_notes_raised_by_meaning(workspace: Path, make_memory) -> None:
+    """In a memory of a few notes the best cosine stands out a lot, and raised two older notes
+    (0.58 cosine, no shared word) to 0.99, above the just-written note that holds the query's
+    word (0.97, no vector yet): a passage waiting for its vector rises with the memory too."""
+    memory = make_memory(workspace)
+    for day in range(2):
+        write(workspace / "memory" / f"2026-11-1{day}.md", f"# day {day}\n\nThe secret word of day {day} is quokka{day}x.\n")
+    memory.index()
+    write(workspace / "memory" / "2026-11-12.md", "# day 2\n\nThe secret word of day 2 is quokka2x.\n")
+    memory.file_changed("memory/2026-11-12.md")
+    assert memory.store.pending_count() > 0  # the case this test is about
+    results = memory.search("quokka2x", wait_ms=0).results
+    assert results and results[0].path == "memory/2026-11-12.md", [(r.path, r.score) for r in results]
+    assert results[0].vector_score == 0.0
+
+
+def test_stand_out_keeps_the_order_of_waiting_and_embedded_scores() -> None:
+    import numpy as np
+
+    from memfs.index.search import scoring
+
+    scores = np.array([0.97, 0.40, 0.30, 0.10])
+    by_meaning = np.array([False, True, True, False])
+    waiting = np.array([True, False, False, False])  # the last: noise, kept as it is
+    for best in (0.2, 0.45, 0.58, 0.9):
+        for passages in (3, 500, 50_000):
+            weighed = scoring.stand_out(scores, best, passages, by_meaning, waiting)
+            assert weighed[0] >= weighed[1] >= weighed[2], (best, passages, weighed)
+            assert weighed[0] >= scores[0] and weighed[3] == scores[3]

@@ -577,7 +577,8 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     if noisy.any():  # noise that holds none of the query's words has no evidence (not the keyword prior)
         scores = np.where(noisy & (coverage == 0), 0.0, scores)
     if STAND_OUT:
-        scores = scoring.stand_out(scores, best_cosine, passages, ~np.isnan(context))
+        without = np.isnan(context)
+        scores = scoring.stand_out(scores, best_cosine, passages, ~without, without & ~noisy)
     best: dict[tuple[str, int, int], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
     # Python floats once for all (~900 units): indexing numpy arrays unit by unit cost more.

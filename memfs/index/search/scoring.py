@@ -238,17 +238,23 @@ def _logit(p: np.ndarray) -> np.ndarray:
 
 
 def stand_out(scores: np.ndarray, best_cosine: float, passages: int = NULL_PASSAGES,
-              by_meaning: np.ndarray | None = None) -> np.ndarray:
+              by_meaning: np.ndarray | None = None, waiting: np.ndarray | None = None) -> np.ndarray:
     """Scores weighed with the query's best cosine in the memory searched, which holds about
     ``passages`` passages (NaN: no vectors, the scores as they are).  ``by_meaning``: which scores
-    had a vector to go by; the others (a passage still waiting for its vector, noise) keep theirs:
-    the best cosine knows nothing of them (a note just written, found by its one rare word at 0.97,
-    fell to 0.37 beside unrelated passages that had vectors).  Monotone among the scores it weighs:
-    it changes no order, only which results pass ``min_score``.  The set is looked up when called
-    (the calibration script replaces it)."""
+    had a vector to go by; the others keep theirs, since the best cosine knows nothing of them (a
+    note just written, found by its one rare word at 0.97, fell to 0.37 beside unrelated passages
+    that had vectors).  ``waiting``: which of those are language still waiting for a vector; they
+    may rise with the memory, never fall, so that no passage with a vector passes one without
+    whose score was higher (an exact match on a just-written note at 0.97 fell behind two older
+    notes at 0.58 cosine, raised to 0.99 in a memory of three passages).  Noise stays as it is.
+    So the order of the scores is kept, only which results pass ``min_score`` changes.  The set
+    is looked up when called (the calibration script replaces it)."""
     if math.isnan(best_cosine) or len(scores) == 0:
         return scores
     c = STAND_OUT
     weighed = _sigmoid(c.c0 + c.c1 * _logit(scores) + c.c2 * null_adjusted(best_cosine, passages))
     weighed = np.where(scores >= RAISE_FLOOR, weighed, np.minimum(weighed, scores))
-    return weighed if by_meaning is None else np.where(by_meaning, weighed, scores)
+    if by_meaning is None:
+        return weighed
+    kept = scores if waiting is None else np.where(waiting, np.fmax(scores, weighed), scores)
+    return np.where(by_meaning, weighed, kept)

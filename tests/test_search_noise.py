@@ -141,3 +141,4 @@ def test_stand_out_keeps_the_order_of_waiting_and_embedded_scores() -> None:
             weighed = scoring.stand_out(scores, best, passages, by_meaning, waiting)
             assert weighed[0] >= weighed[1] >= weighed[2], (best, passages, weighed)
             assert weighed[0] >= scores[0] and weighed[3] == scores[3]
+

@@ -579,7 +579,7 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
     if STAND_OUT:
         without = np.isnan(context)
         scores = scoring.stand_out(scores, best_cosine, passages, ~without, without & ~noisy)
-    best: dict[tuple[str, int, int], _Scored] = {}
+    best: dict[tuple[str, int, int, str], _Scored] = {}
     by_chunk: dict[int, list[StoredUnit]] = {}
     # Python floats once for all (~900 units): indexing numpy arrays unit by unit cost more.
     for unit, score, share, cosine, around_cos in zip(units, scores.tolist(), coverage.tolist(), unit_cos.tolist(),
@@ -591,7 +591,10 @@ def _score_units(store: IndexStore, query: str, query_vector: QueryVector, inclu
         if score < floor or dated and not scope.day_ok(unit_day(chunk.path, unit)):
             continue
         item = _Scored(unit, chunk, score, share, cosine, around_cos)
-        key = (chunk.path, unit.start_line, unit.end_line)
+        # One result per passage: a Markdown file's lines; a message's paragraph (all the
+        # paragraphs of a long message cite its one line, and the one that answers may not be the
+        # one that matched best).
+        key = (chunk.path, *passage(unit)) if chunk.jsonl else (chunk.path, unit.start_line, unit.end_line, "")
         if key not in best or item.score > best[key].score:
             best[key] = item
     ranked = sorted(best.values(), key=lambda s: (-s.score, s.chunk.path, s.unit.start_line))
@@ -663,8 +666,7 @@ def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, para
     while remaining and len(results) < params.max_results:
         item = remaining.pop(0) if options.mmr is None else _mmr_pick(remaining, chosen, options.mmr, found.vectors)
         path = item.chunk.path
-        if any(r.path == path and r.start_line <= item.unit.start_line and item.unit.end_line <= r.end_line
-               for r in results):
+        if _shown(results, item):
             continue  # already in an earlier result's snippet
         reading = "message" if item.chunk.jsonl else reading_of(mode, path, False)
         start, end, snippet = window(item.unit, item.chunk, found.units[item.chunk.id], found.scores,
@@ -672,12 +674,18 @@ def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, para
                                      MERGE_FLOOR_ONCE if reading == "once" else MERGE_FLOOR)
         spans = [(r.start_line, r.end_line) for r in results if r.path == path]
         if any(a <= end and start <= b for a, b in spans):
-            # Two results of one file never overlap: this one keeps only lines no earlier result
-            # shows (those are at a better rank already), the part around its own unit.
-            piece = unshown(start, end, spans, item.unit.start_line, item.unit.end_line)
-            if piece is None:
-                continue
-            start, end, snippet = trimmed(item.chunk, found.units[item.chunk.id], piece)
+            if item.chunk.jsonl and item.unit.start_line == item.unit.end_line:
+                # A paragraph of a long message whose line an earlier result cites, but with
+                # another of its paragraphs (the message was cut across chunks): this one alone.
+                start, end, snippet = item.unit.start_line, item.unit.end_line, _cut(item.unit.text,
+                                                                                    params.snippet_chars)
+            else:
+                # Two results of one file never overlap: this one keeps only lines no earlier
+                # result shows (those are at a better rank already), the part around its own unit.
+                piece = unshown(start, end, spans, item.unit.start_line, item.unit.end_line)
+                if piece is None:
+                    continue
+                start, end, snippet = trimmed(item.chunk, found.units[item.chunk.id], piece)
         if item.unit.id in found.vectors:
             chosen.append(found.vectors[item.unit.id])
         results.append(SearchResult(
@@ -694,6 +702,23 @@ def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, para
             chat_id=item.chunk.chat_id,
         ))
     return results
+
+
+def _shown(results: list[SearchResult], item: _Scored) -> bool:
+    """Whether an earlier result of the same file shows this unit already: its lines are cited
+    there, and, for a message (whose paragraphs all cite its one line, and may lie in different
+    chunks when it is longer than one), its text is in that result's snippet."""
+    unit = item.unit
+    for r in results:
+        if r.path == item.chunk.path and r.start_line <= unit.start_line and unit.end_line <= r.end_line:
+            if not item.chunk.jsonl or unit.start_line != unit.end_line or unit.text.strip() in r.snippet:
+                return True
+    return False
+
+
+def _cut(text: str, limit: int) -> str:
+    text = text.strip("\n")
+    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
 
 
 def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float,

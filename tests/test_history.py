@@ -112,6 +112,22 @@ def test_long_append_chains_are_cut_so_reading_stays_bounded(tmp_path: Path) -> 
     assert store.content(store.versions("memory/a.md")[-1].blob) == text
 
 
+def test_a_prune_with_nothing_to_drop_reads_no_content_and_rewrites_no_chain(tmp_path: Path) -> None:
+    # A mount prunes every 64 versions: with nothing old enough nor over the size limit, that
+    # must not cost a pass over every content kept (which grows with the history).
+    store = HistoryStore(tmp_path / "h.sqlite")
+    text = b""
+    for i in range(200):
+        text += f"- {i:04d} a line of the day's log {os.urandom(6).hex()}\n".encode()
+        store.add(f"memory/2026-01-{i % 20 + 1:02d}.md", text, (1_800_000_000 + i) * NS, WHO)
+    statements: list[str] = []
+    store.conn.setprofile(lambda sql, _: statements.append(sql))
+    assert store.prune(1_700_000_000 * NS, 1 << 40) == 0
+    store.conn.setprofile(None)
+    assert not [s for s in statements if "blobs" in s], statements
+    assert len(store.versions("memory/2026-01-01.md")) == 10
+
+
 def test_memory_keeps_versions_of_changes_deletions_and_restores(workspace: Path, make_memory) -> None:
     memory = make_memory(workspace, embedding__provider="none")
     memory.index()

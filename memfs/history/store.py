@@ -363,6 +363,13 @@ class HistoryStore:
         with self.lock:
             return int(self.conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
 
+    def _used_bytes(self) -> int:
+        """The pages in use, which hold the kept content and more: a bound read without a scan."""
+        with self.lock:
+            pages = self.conn.execute("PRAGMA page_count").fetchone()[0] - \
+                self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+            return int(pages) * int(self.conn.execute("PRAGMA page_size").fetchone()[0])
+
     def file_bytes(self) -> int:
         """What the history takes on disk: the database and its write-ahead log."""
         total = 0
@@ -563,9 +570,10 @@ class HistoryStore:
         with self.transaction():
             removed += self._drop("(SELECT MIN(w.time_ns) FROM versions w WHERE w.path = v.path AND w.id > v.id) < ?",
                                   (older_than_ns,))
-            self._collect()
+            if removed:  # else nothing new to collect: a pass over every content, every PRUNE_EVERY_VERSIONS
+                self._collect()
             self.conn.execute("DELETE FROM forgotten WHERE forgotten_ns < ?", (older_than_ns,))
-        while self.size_bytes() > max_bytes:
+        while self._used_bytes() > max_bytes and self.size_bytes() > max_bytes:
             with self.transaction():
                 prunable = self.conn.execute(
                     "SELECT COUNT(*) FROM versions v WHERE v.blob IS NOT NULL AND v.id < "

@@ -32,7 +32,8 @@ RETRY_S = 30.0
 # model waits for a pause: each call takes a core for a quarter second and the index's write lock
 # while its vectors are stored, which on a small machine doubled a close's time (issue #45).  Two
 # closes less than STREAM_GAP_S apart make a stream; a note written alone is embedded at once, as
-# before, and a search meanwhile embeds the freshest passages it needs itself (Memory.search).
+# before; meanwhile the stream's notes are found by keyword (and a search embeds the freshest
+# itself when few wait: services/searching.py).
 # A writer that never pauses still gets a call at least every DEFER_S.
 STREAM_GAP_S = 0.2
 DEFER_S = 2.0

@@ -7,8 +7,11 @@ import datetime as dt
 from pathlib import Path
 
 import pytest
+import trio
 from conftest import write
 
+from memfs import embedder as embedder_module
+from memfs.embedder import BackgroundEmbedder
 from memfs.memory import Memory
 
 
@@ -209,3 +212,42 @@ def test_whether_anything_waits_is_answered_without_counting_the_backlog(workspa
         plan = " ".join(str(r[-1]) for sql in asked for r in conn.execute(f"EXPLAIN QUERY PLAN {sql}"))
         # EXISTS stops at the first entry each partial index holds
         assert "INDEX chunks_pending" in plan and "INDEX units_pending" in plan, plan
+
+
+def test_the_background_embedder_waits_while_closes_stream_in_then_embeds_them_all(workspace: Path, make_memory,
+                                                                                   monkeypatch) -> None:
+    # A notes folder copied in: closes come one after another; the model's calls (a core each,
+    # and the index's write lock while their vectors are stored) wait for the pause after them,
+    # then embed everything.  The first close finds the embedder quiet: its note goes at once, in
+    # a call of its own few passages.  (The bound on the wait, for a writer that never pauses, is
+    # set out of the way: a loaded machine may take longer than it over these closes.)
+    monkeypatch.setattr(embedder_module, "DEFER_S", 600.0)
+    memory = make_memory(workspace)
+    memory.reconcile()
+    embedder = BackgroundEmbedder(memory)
+    written: list[int] = []
+    left: list[int] = []
+
+    async def stream() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(embedder.run)
+            embedder.kick()  # what the reconcile left
+            with trio.fail_after(300):
+                while memory.pending:
+                    await trio.sleep(0.02)
+                for i in range(30):
+                    rel = f"memory/2026-03-{i % 28 + 1:02d}-{i}.md"
+                    write(workspace / rel, f"# Day {i}\n\nWe walked to the harbour with friend number {i}.\n\n"
+                                           f"- Bought {i} apples at the market.\n")
+                    outcome = await trio.to_thread.run_sync(memory.file_changed, rel)
+                    written.append(outcome.pending)
+                    embedder.closed(bool(outcome.pending))
+                    await trio.sleep(0.01)  # the next file's lookup, create, write
+                left.append(memory.pending)
+                while memory.pending:
+                    await trio.sleep(0.02)
+            nursery.cancel_scope.cancel()
+
+    trio.run(stream)
+    assert left[0] >= sum(written) - 2 * max(written), (left, written)  # only the first note's call ran
+    assert memory.pending == 0 and not memory.provider_error

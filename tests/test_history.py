@@ -112,6 +112,22 @@ def test_long_append_chains_are_cut_so_reading_stays_bounded(tmp_path: Path) -> 
     assert store.content(store.versions("memory/a.md")[-1].blob) == text
 
 
+def test_a_prune_with_nothing_to_drop_reads_no_content_and_rewrites_no_chain(tmp_path: Path) -> None:
+    # A mount prunes every 64 versions: with nothing old enough nor over the size limit, that
+    # must not cost a pass over every content kept (which grows with the history).
+    store = HistoryStore(tmp_path / "h.sqlite")
+    text = b""
+    for i in range(200):
+        text += f"- {i:04d} a line of the day's log {os.urandom(6).hex()}\n".encode()
+        store.add(f"memory/2026-01-{i % 20 + 1:02d}.md", text, (1_800_000_000 + i) * NS, WHO)
+    statements: list[str] = []
+    store.conn.setprofile(lambda sql, _: statements.append(sql))
+    assert store.prune(1_700_000_000 * NS, 1 << 40) == 0
+    store.conn.setprofile(None)
+    assert not [s for s in statements if "blobs" in s], statements
+    assert len(store.versions("memory/2026-01-01.md")) == 10
+
+
 def test_memory_keeps_versions_of_changes_deletions_and_restores(workspace: Path, make_memory) -> None:
     memory = make_memory(workspace, embedding__provider="none")
     memory.index()
@@ -137,6 +153,37 @@ def test_memory_keeps_versions_of_changes_deletions_and_restores(workspace: Path
     assert versions.content(versions.list("MEMORY.md")[-1]) == original
     with pytest.raises(VersionsError, match="no version"):
         versions.get("MEMORY.md", "2020-01-01T00-00-00Z.md")
+
+
+def test_a_version_after_a_change_does_not_wait_for_the_disk_one_before_a_change_does(workspace: Path,
+                                                                                     make_memory) -> None:
+    # What a file held before a change exists nowhere else: its version is on disk before the
+    # change goes ahead (synchronous=FULL).  What it holds after one is in the file itself: its
+    # version commits without waiting for the disk (NORMAL), a few ms less per close.
+    memory = make_memory(workspace, embedding__provider="none")
+    memory.index()
+    store = memory.history.store
+    modes: list[int] = []
+    add = store.add
+
+    def watched(*args, **kwargs):
+        modes.append(store.conn.execute("PRAGMA synchronous").fetchone()[0])
+        return add(*args, **kwargs)
+
+    store.add = watched  # type: ignore[method-assign]
+    write(workspace / "MEMORY.md", "# Memory\n- changed beside\n")
+    memory.before_change("MEMORY.md")
+    write(workspace / "MEMORY.md", "# Memory\n- rewritten through the mount\n")
+    memory.file_changed("MEMORY.md", WHO)
+    size = (workspace / "MEMORY.md").stat().st_size
+    with open(workspace / "MEMORY.md", "a") as out:
+        out.write("- and appended\n")
+    memory.file_changed("MEMORY.md", WHO, size)
+    assert modes == [2, 1, 1]  # FULL, then NORMAL for both after a change
+    assert store.conn.execute("PRAGMA synchronous").fetchone()[0] == 2  # and FULL again after them
+    listed = memory.versions().list("MEMORY.md")
+    assert memory.versions().content(listed[-1]) == b"# Memory\n- rewritten through the mount\n- and appended\n"
+    assert len(listed) == 4  # the original, beside, rewritten, appended
 
 
 def test_a_change_read_while_another_mount_writes_the_file_waits_for_that_mount(workspace: Path, make_memory) -> None:

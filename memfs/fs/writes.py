@@ -154,8 +154,7 @@ class MemoryWrites:
                                                 True)
         if outcome.provisional:
             self.completer.add(rel)
-        if outcome.pending:
-            self.embedder.kick()
+        self.embedder.closed(bool(outcome.pending))
 
     async def removed(self, rel: str, who: Provenance = BESIDE) -> None:
         """A file or an (empty) directory was removed through the mount."""

@@ -210,7 +210,9 @@ class History:
                 return self._take_appended(rel, who, appended_from)
             except _NotAnAppend:
                 pass
-        return self._take(rel, who, beside=who is BESIDE)
+        # What a file holds after a change is in the file itself: its version need not wait for
+        # the disk (HistoryStore.transaction); what it held before one must.
+        return self._take(rel, who, beside=who is BESIDE, durable=False)
 
     def _remember(self, rel: str, blob: int, size: int, hasher: Any, tail: bytes) -> None:
         self._known[rel] = _Known(blob, size, hasher, tail[-TAIL_CHECK:])
@@ -222,7 +224,7 @@ class History:
         known = self._known.get(rel)
         if known is None or appended_from < known.size:
             raise _NotAnAppend
-        with self.store.transaction():
+        with self.store.transaction(durable=False):  # after a change: the file holds these bytes
             try:
                 fd = self._open_own(rel)
             except OSError:
@@ -267,12 +269,13 @@ class History:
         return self._take(rel, who, beside=False, written=Snapshot(data, fingerprint(st), st.st_mtime_ns,
                                                                     st.st_nlink > 1))
 
-    def _take(self, rel: str, who: Provenance, beside: bool, written: Snapshot | None = None) -> Version | None:
+    def _take(self, rel: str, who: Provenance, beside: bool, written: Snapshot | None = None,
+              durable: bool = True) -> Version | None:
         # Read and recorded in one write transaction: of two closes racing (threads of one mount,
         # or two processes), the one that read later commits later, so the newest version is
         # never an older read of the file (concurrent `echo >>` from several shells).  Bytes
         # ``written`` by the caller stand for a read while the file is still what they made.
-        with self.store.transaction():
+        with self.store.transaction(durable=durable):
             snap = written if written is not None and self.current_fingerprint(rel) == written.fingerprint \
                 else self._snapshot(rel)
             if snap is None or (beside and self._half_written(rel, snap)):

@@ -9,7 +9,13 @@ forgotten on purpose (``forget``): its record goes, its bytes leave the file for
 database is rewritten and its write-ahead log emptied), and only when and by whom is recorded.
 
 Writes commit with ``synchronous=FULL``: a version is on disk before the change that follows it
-is acknowledged.  One connection behind a lock; other processes read through WAL.
+is acknowledged.  A version of what a file holds after a change (``durable=False``: a close, an
+fsync, a rename into place) commits with ``synchronous=NORMAL`` instead, in the order of the
+log but without waiting for the disk: the file itself holds those bytes, so a power cut (never a
+crash of the process: the log is written before the commit returns) can lose only that record,
+and the next start's reconcile keeps the file as it is then ("found").  The next durable commit
+(or checkpoint) puts every one before it on disk too.  One connection behind a lock; other
+processes read through WAL.
 """
 
 from __future__ import annotations
@@ -229,25 +235,32 @@ class HistoryStore:
             self.conn.close()
 
     @contextmanager
-    def transaction(self, bulk: bool = False) -> Iterator[None]:
+    def transaction(self, bulk: bool = False, durable: bool = True) -> Iterator[None]:
         """One write transaction, taken at once (IMMEDIATE): another process adding a version of
         the same file waits instead of deciding on a stale "newest version".  ``bulk``: many
         versions at once (a big sync batch), compressed at zlib's fastest level, as one big
-        piece is."""
+        piece is.  ``durable=False``: committed without waiting for the disk (see the module's
+        docstring); nested in a transaction, the outer one decides."""
         with self.lock:
             if not self.conn.getautocommit():  # nested in one already
                 yield
                 return
             self._bulk = bulk
-            self.conn.execute("BEGIN IMMEDIATE")
+            if not durable:
+                self.conn.execute("PRAGMA synchronous=NORMAL")
             try:
-                yield
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
+                self.conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield
+                except BaseException:
+                    self.conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._bulk = False
+                self.conn.execute("COMMIT")
             finally:
-                self._bulk = False
-            self.conn.execute("COMMIT")
+                if not durable:
+                    self.conn.execute("PRAGMA synchronous=FULL")
 
     # -- meta and fingerprints -----------------------------------------------------------------
 
@@ -349,6 +362,13 @@ class HistoryStore:
         """What the kept content takes (compressed), without SQLite's own overhead."""
         with self.lock:
             return int(self.conn.execute("SELECT COALESCE(SUM(LENGTH(data)), 0) FROM blobs").fetchone()[0])
+
+    def _used_bytes(self) -> int:
+        """The pages in use, which hold the kept content and more: a bound read without a scan."""
+        with self.lock:
+            pages = self.conn.execute("PRAGMA page_count").fetchone()[0] - \
+                self.conn.execute("PRAGMA freelist_count").fetchone()[0]
+            return int(pages) * int(self.conn.execute("PRAGMA page_size").fetchone()[0])
 
     def file_bytes(self) -> int:
         """What the history takes on disk: the database and its write-ahead log."""
@@ -550,9 +570,10 @@ class HistoryStore:
         with self.transaction():
             removed += self._drop("(SELECT MIN(w.time_ns) FROM versions w WHERE w.path = v.path AND w.id > v.id) < ?",
                                   (older_than_ns,))
-            self._collect()
+            if removed:  # else nothing new to collect: a pass over every content, every PRUNE_EVERY_VERSIONS
+                self._collect()
             self.conn.execute("DELETE FROM forgotten WHERE forgotten_ns < ?", (older_than_ns,))
-        while self.size_bytes() > max_bytes:
+        while self._used_bytes() > max_bytes and self.size_bytes() > max_bytes:
             with self.transaction():
                 prunable = self.conn.execute(
                     "SELECT COUNT(*) FROM versions v WHERE v.blob IS NOT NULL AND v.id < "

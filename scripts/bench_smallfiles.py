@@ -200,30 +200,36 @@ def busy() -> None:
         pass
 
 
+_NAMES = iter(range(1 << 30))  # each mount its own folders, whatever the load level
+
+
 def copies(root: Path, env: dict[str, str], notes: Path, files: int, runs: int,
            variants: dict[str, list[str]]) -> list[dict]:
-    rows = []
-    for name, settings in variants.items():
-        mount_s, plain_s, cpu_s = [], [], []
-        for run in range(runs):
-            mount = Mount(root, f"{len(rows)}-{run}", env, settings)
+    """Round after round, every variant once per round (a machine whose load drifts then weighs
+    on all of them alike)."""
+    times: dict[str, dict[str, list[float]]] = {name: {"mount": [], "plain": [], "cpu": []} for name in variants}
+    for run in range(runs):
+        for name, settings in variants.items():
+            mount = Mount(root, str(next(_NAMES)), env, settings)
             try:
                 mount.warm()
-                native = root / f"native-{len(rows)}-{run}"
-                plain_s.append(cp_r(notes, native))
+                native = root / f"native-{run}"
+                times[name]["plain"].append(cp_r(notes, native))
                 before = mount.cpu()
-                mount_s.append(cp_r(notes, mount.mnt / "memory"))
-                cpu_s.append(mount.cpu() - before)
+                times[name]["mount"].append(cp_r(notes, mount.mnt / "memory"))
+                times[name]["cpu"].append(mount.cpu() - before)
                 shutil.rmtree(native)
             finally:
                 mount.close()
-        row = {"variant": name, "mount_s": statistics.median(mount_s), "plain_s": statistics.median(plain_s),
-               "mount_ms_per_file": statistics.median(mount_s) / files * 1000,
-               "plain_ms_per_file": statistics.median(plain_s) / files * 1000,
-               "daemon_cpu_s": statistics.median(cpu_s), "all_mount_s": [round(s, 2) for s in mount_s],
-               "loadavg_1m": round(os.getloadavg()[0], 2)}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+            print(f"  round {run + 1}, {name}: {times[name]['mount'][-1]:.2f} s through the mount, "
+                  f"{times[name]['plain'][-1]:.3f} s plain; load average {os.getloadavg()[0]:.2f}", flush=True)
+    rows = []
+    for name, t in times.items():
+        m, p, c = (statistics.median(t[k]) for k in ("mount", "plain", "cpu"))
+        rows.append({"variant": name, "mount_s": m, "plain_s": p, "mount_ms_per_file": m / files * 1000,
+                     "plain_ms_per_file": p / files * 1000, "daemon_cpu_s": c,
+                     "all_mount_s": [round(x, 2) for x in t["mount"]], "loadavg_1m": round(os.getloadavg()[0], 2)})
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 
@@ -234,7 +240,7 @@ def searchable(root: Path, env: dict[str, str], notes: Path, names: list[tuple[s
     from memfs.config import load_config
     from memfs.memory import Memory
 
-    mount = Mount(root, "searchable", env, [])
+    mount = Mount(root, f"searchable-{next(_NAMES)}", env, [])
     closes, found, checked, search_ms = [], 0, 0, []
     try:
         mount.warm()
@@ -263,15 +269,18 @@ def searchable(root: Path, env: dict[str, str], notes: Path, names: list[tuple[s
             "search_ms_p50": statistics.median(search_ms) if search_ms else 0}
 
 
-def profiled(root: Path, env: dict[str, str], notes: Path, files: int, py_spy: str | None) -> dict:
+def profiled(root: Path, env: dict[str, str], notes: Path, files: int, py_spy: str | None,
+             settings: list[str] | None = None) -> dict:
     out = root / "profile.json"
-    mount = Mount(root, "profiled", env, [], profile=out)
+    mount = Mount(root, f"profiled-{next(_NAMES)}", env, settings or [], profile=out)
     spy = None
     try:
         mount.warm()
         if py_spy:
-            spy = subprocess.Popen([py_spy, "record", "--pid", str(mount.pid), "--idle", "--threads", "--format", "raw",
-                                    "--rate", "250", "--output", str(root / "spy.txt"), "--nonblocking"],
+            # Without --idle: samples of threads on a core (CPU), with: waits too (wall time)
+            spy = subprocess.Popen([py_spy, "record", "--pid", str(mount.pid), *(["--idle"] if SPY_IDLE else []),
+                                    "--threads", "--format", "raw", "--rate", "250", "--output", str(root / "spy.txt"),
+                                    "--nonblocking"],
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(1.0)
         (out.with_suffix(".mark")).write_text(str(time.time()))  # the daemon starts counting now
@@ -294,6 +303,9 @@ def profiled(root: Path, env: dict[str, str], notes: Path, files: int, py_spy: s
     return stats
 
 
+SPY_IDLE = False  # --spy-idle
+
+
 def summarise_spy(path: Path, top: int = 30) -> dict[str, object]:
     """py-spy's raw (collapsed) stacks: samples per thread; and, of the samples whose stack is
     in a close's work (``Memory.file_changed``), the share each function is on the stack for
@@ -301,6 +313,8 @@ def summarise_spy(path: Path, top: int = 30) -> dict[str, object]:
     threads: collections.Counter[str] = collections.Counter()
     inclusive: collections.Counter[str] = collections.Counter()
     own: collections.Counter[str] = collections.Counter()
+    everywhere: collections.Counter[str] = collections.Counter()
+    leaves: collections.Counter[str] = collections.Counter()
     total = close = 0
     for line in path.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -308,8 +322,11 @@ def summarise_spy(path: Path, top: int = 30) -> dict[str, object]:
             continue
         n = int(count)
         frames = [f.split(" (")[0] for f in stack.split(";")]
-        threads[frames[0].split(": ", 1)[-1]] += n
+        threads[frames[0].split(")", 1)[-1].strip(": ")] += n
         total += n
+        for name in set(frames[1:]):
+            everywhere[name] += n
+        leaves[frames[-1]] += n
         if "Memory.file_changed" not in frames:
             continue
         close += n
@@ -317,7 +334,8 @@ def summarise_spy(path: Path, top: int = 30) -> dict[str, object]:
             inclusive[name] += n
         own[frames[-1]] += n
     return {"samples": total, "close_samples": close, "threads": dict(threads.most_common(12)),
-            "inclusive": dict(inclusive.most_common(top)), "self": dict(own.most_common(top))}
+            "inclusive": dict(inclusive.most_common(top)), "self": dict(own.most_common(top)),
+            "all_inclusive": dict(everywhere.most_common(top)), "all_self": dict(leaves.most_common(top))}
 
 
 # -- the profiled daemon (run as: bench_smallfiles.py --daemon OUT mount WS MNT --foreground ...) ----
@@ -398,6 +416,7 @@ def daemon(out: Path, argv: list[str]) -> int:
         (Memory, "before_change", "thread: Memory.before_change"),
         (keeper.History, "changed", "  history: History.changed"),
         (keeper.History, "unseen", "  history: History.unseen"),
+        (keeper.History, "_snapshot", "    history: _snapshot (read the file)"),
         (history_store.HistoryStore, "add", "    history: HistoryStore.add (rows; commit after)"),
         (indexer.Indexer, "index_file", "  index: Indexer.index_file"),
         (indexer.Indexer, "_read", "    index: read + hash"),
@@ -469,8 +488,13 @@ def print_profile(stats: dict, files: int) -> None:
     print(f"{'derived: to_thread hop (dispatch, wake, GIL) = changed - file_changed - note_own':<82} "
           f"{hop / files * 1000:>9.3f} ms/file")
     spy = stats.get("py_spy")
+    if spy:
+        print(f"\npy-spy ({'wall: waits included' if SPY_IDLE else 'CPU: threads on a core'}): {spy['samples']} "
+              f"samples; by thread: {spy['threads']}")
+        print("of all samples: inclusive, self")
+        for (name, n), (leaf, m) in zip(spy["all_inclusive"].items(), spy["all_self"].items()):
+            print(f"  {n / spy['samples'] * 100:5.1f}%  {name:<52} {m / spy['samples'] * 100:5.1f}%  {leaf}")
     if spy and spy["close_samples"]:
-        print(f"\npy-spy: {spy['samples']} samples; by thread: {spy['threads']}")
         print(f"of the {spy['close_samples']} samples in a close's work (Memory.file_changed): inclusive, self")
         for (name, n), (leaf, m) in zip(spy["inclusive"].items(), spy["self"].items()):
             print(f"  {n / spy['close_samples'] * 100:5.1f}%  {name:<52} {m / spy['close_samples'] * 100:5.1f}%  {leaf}")
@@ -489,9 +513,14 @@ def main() -> int:
     parser.add_argument("--no-check", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--py-spy", help="path of a py-spy binary (with --profile)")
+    parser.add_argument("--spy-idle", action="store_true", help="py-spy samples waiting threads too")
+    parser.add_argument("--profile-set", action="append", default=[], metavar="KEY=VALUE",
+                        help="settings of the profiled mount")
     parser.add_argument("--dev", type=Path, default=DEV)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    global SPY_IDLE
+    SPY_IDLE = args.spy_idle
 
     root = Path(tempfile.mkdtemp(prefix="memfs-small-"))
     runtime = root / "run"
@@ -519,7 +548,7 @@ def main() -> int:
                     results["searchable"] = searchable(root, env, notes, names, args.check_every)
                     print(json.dumps(results["searchable"]), flush=True)
                 if args.profile and load == 0:
-                    results["profile"] = profiled(root, env, notes, args.files, args.py_spy)
+                    results["profile"] = profiled(root, env, notes, args.files, args.py_spy, args.profile_set)
             finally:
                 for loop in loops:
                     loop.terminate()

@@ -310,6 +310,22 @@ def prototype(files: dict[str, Path], scratch: Path) -> dict[str, dict[str, int]
         out[PROTOTYPE_STEPS[0]] = {"index": index.stat().st_size, "cache": cache.stat().st_size, "history": history}
         sizes_now(PROTOTYPE_STEPS[1])
         if conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone():
+            # The alternative kept aside: the same int8 codes in sqlite-vec's int8[N] column (its
+            # cosine is blind to a vector's scale, so the codes alone do), measured, then dropped.
+            dims = int(conn.execute("SELECT length(embedding) / 4 FROM chunks_vec LIMIT 1").fetchone()[0])
+            with conn:
+                conn.execute(f"CREATE VIRTUAL TABLE chunks_vec8 USING vec0(private integer partition key, "
+                             f"embedding int8[{dims}] distance_metric=cosine)")
+                conn.execute("INSERT INTO chunks_vec8(rowid, private, embedding) "
+                             "SELECT rowid, private, vec_int8(substr(pack8(embedding), 5)) FROM chunks_vec")
+            out["(aside) chunk vectors as sqlite-vec int8[N]: its tables' bytes"] = {"index": int(conn.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE name LIKE 'chunks_vec8%' OR name LIKE "
+                "'sqlite_autoindex_chunks_vec8%'").fetchone()[0]), "cache": 0, "history": 0}
+            out["(aside) today's sqlite-vec float32 tables' bytes"] = {"index": int(conn.execute(
+                "SELECT sum(pgsize) FROM dbstat WHERE (name LIKE 'chunks_vec%' OR name LIKE "
+                "'sqlite_autoindex_chunks_vec%') AND name NOT LIKE '%vec8%'").fetchone()[0]), "cache": 0, "history": 0}
+            with conn:
+                conn.execute("DROP TABLE chunks_vec8")
             with conn:
                 conn.execute("CREATE TABLE chunk_vectors(id INTEGER PRIMARY KEY, private INTEGER NOT NULL, "
                              "vector BLOB NOT NULL)")

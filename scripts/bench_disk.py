@@ -281,8 +281,8 @@ PROTOTYPE_STEPS = (
 def prototype(files: dict[str, Path], scratch: Path) -> dict[str, dict[str, int]]:
     """Copies of the index and cache changed step by step (each step on top of the one before),
     bytes of each file after each step (VACUUMed, so pages are full as a fresh build's would be)."""
-    from memfs.index.store import _vec0_path
-    from memfs.index.vectors import pack_unit_vector
+    from memfs.index.storage.sqlite.layout import _vec0_path
+    from memfs.index.storage.vectors import pack_unit_vector
 
     scratch.mkdir(parents=True, exist_ok=True)
     index, cache = scratch / "index.sqlite", scratch / "cache.sqlite"

@@ -14,18 +14,20 @@ so no passage is embedded again; the caches are copied to a scratch folder for e
    scheme, in this process, with the vectors search reads replaced by what the scheme would
    store, decoded back to float32: each index's chunk vectors rewritten in place after its
    rebuild (sqlite-vec's table), unit vectors decoded on their way to the scorer (a wrapper
-   around memfs.index.search.unpack_unit_vectors), and the query vector where the scheme
+   around memfs.index.search.hybrid.unpack_unit_vectors), and the query vector where the scheme
    changes it too (truncation; sqlite-vec's int8 type, whose KNN takes an int8 query).  memfs
    itself is not changed.  A scheme with a ``bit`` KNN finds the chunks' nearest neighbours by
    Hamming distance over sign bits and re-scores the best ``oversample x k`` with the stored
    vectors.  Note: the dev set's indexes hold 56-102 chunks per source and search takes the 50
    nearest, so the dev set tests the cosines a scheme gives, hardly its candidate generation;
-   part 2 does.
+   part 2 does.  The indexes are made as schema 7 made them (chunk vectors float32 in sqlite-vec),
+   whose float32 vectors every scheme starts from; memfs now keeps them packed (schema 8), the
+   scheme this study chose.
 2. KNN overlap on every vector of the caches (chunks, units, readings: ~10k on the dev set),
    queried with the dev set's questions: the share of float32's 50 nearest (and 10 nearest)
    each scheme's 50 nearest holds.
 3. Speed at --rows chunks (the dev vectors, jittered and renormalised, repeated up to that many):
-   today's :class:`memfs.index.vectors.VectorMatrix` (float32 rows + int8 codes), int8 codes
+   :class:`memfs.index.storage.vectors.VectorMatrix` of schema 7 (float32 rows + int8 codes), int8 codes
    alone, and bit codes with an int8 re-score; memory each needs.
 """
 
@@ -49,9 +51,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_locomo  # noqa: E402
 
-import memfs.index.search as search_module  # noqa: E402
-from memfs.index import store as store_module  # noqa: E402
-from memfs.index.vectors import VectorMatrix, one_blas_thread, pack_unit_vector, unpack_unit_vectors  # noqa: E402
+import memfs.index.search.hybrid as search_module  # noqa: E402
+from memfs.index.storage.sqlite import layout as layout_module  # noqa: E402
+from memfs.index.storage.sqlite import store as store_module  # noqa: E402
+from memfs.index.storage.vectors import (  # noqa: E402
+    VectorMatrix,
+    one_blas_thread,
+    pack_unit_vector,
+    unpack_unit_vectors,
+)
 from memfs.memory import Memory  # noqa: E402
 
 DEV = Path(__file__).resolve().parent.parent.parent / "shared" / "bench" / "locomo-dev"
@@ -86,7 +94,7 @@ def sqlite_vec_int8(x: np.ndarray) -> np.ndarray:
     if not _SQLITE_VEC:
         conn = apsw.Connection(":memory:")
         conn.enable_load_extension(True)
-        conn.load_extension(store_module._vec0_path())
+        conn.load_extension(layout_module._vec0_path())
         _SQLITE_VEC.append(conn)
     conn = _SQLITE_VEC[0]
     out = np.empty_like(x, dtype=np.float32)
@@ -191,8 +199,16 @@ def patched(applied: Applied) -> Iterator[None]:
     """eval_locomo's pipeline with the scheme's vectors (restored afterwards)."""
     scheme = applied.scheme
     saved = (eval_locomo.open_memory, search_module.unpack_unit_vectors, Memory._embed_query,
-             store_module.Store.vector_candidates)
-    open_memory, unpack, embed_query, candidates = saved
+             store_module.Store.vector_candidates, store_module.Store.__init__)
+    open_memory, unpack, embed_query, candidates, init = saved
+
+    def as_schema_7(self, path, cache_path, migrate=True):
+        if not path.exists() or path.stat().st_size == 0:  # a new index begun as schema 7 made one
+            conn = apsw.Connection(str(path))
+            conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); "
+                         "INSERT INTO meta VALUES ('schema', '7')")
+            conn.close()
+        init(self, path, cache_path, migrate)
 
     def opened(ws, agent, cache, overrides, login=None):
         memory = open_memory(ws, agent, cache, overrides, login)
@@ -229,6 +245,7 @@ def patched(applied: Applied) -> Iterator[None]:
         return [(int(ids[take][i]), float(sims[i])) for i in order]
 
     eval_locomo.open_memory = opened
+    store_module.Store.__init__ = as_schema_7
     search_module.unpack_unit_vectors = units
     Memory._embed_query = query
     if scheme.oversample:
@@ -237,7 +254,7 @@ def patched(applied: Applied) -> Iterator[None]:
         yield
     finally:
         (eval_locomo.open_memory, search_module.unpack_unit_vectors, Memory._embed_query,
-         store_module.Store.vector_candidates) = saved
+         store_module.Store.vector_candidates, store_module.Store.__init__) = saved
 
 
 def recall(dev: Path, caches: Path, names: list[str], sources: list[str]) -> dict[str, dict[str, dict]]:
@@ -299,7 +316,7 @@ def dev_questions(dev: Path) -> list[str]:
 
 
 def embed_questions(questions: list[str]) -> np.ndarray:
-    from memfs.index.embeddings import LocalProvider
+    from memfs.index.embedding.providers import LocalProvider
 
     model = LocalProvider()
     out = []
@@ -405,7 +422,7 @@ def speed(x: np.ndarray, queries: np.ndarray, rows: int, k: int = 50, repeat: in
         for kind, encode in (("float", lambda v: v.tobytes()), ("int8", None), ("bit", None)):
             conn = apsw.Connection(":memory:")
             conn.enable_load_extension(True)
-            conn.load_extension(store_module._vec0_path())
+            conn.load_extension(layout_module._vec0_path())
             conn.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding {kind}[{big.shape[1]}]"
                          + (" distance_metric=cosine)" if kind != "bit" else ")"))
             with conn:

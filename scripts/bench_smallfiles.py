@@ -395,7 +395,8 @@ def daemon(out: Path, argv: list[str]) -> int:
     from memfs.fs import operations, passthrough, writes
     from memfs.history import keeper
     from memfs.history import store as history_store
-    from memfs.index import indexer, store
+    from memfs.index import indexer
+    from memfs.index.storage.sqlite import store
     from memfs.memory import Memory
 
     timers = Timers(out.with_suffix(".mark"))

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 import bench_quant  # noqa: E402
 import bench_smallfiles  # noqa: E402
 
-from memfs.index.vectors import pack_unit_vector, unpack_unit_vector  # noqa: E402
+from memfs.index.storage.vectors import pack_unit_vector, unpack_unit_vector  # noqa: E402
 from memfs.workspace import FileKind, classify  # noqa: E402
 
 

@@ -279,6 +279,10 @@ class Engine:
         for suffix in ("", "-wal", "-shm"):
             Path(str(scratch) + suffix).unlink(missing_ok=True)
         fresh = Store(scratch, self.paths.cache)
+        # The new index takes the old one's vectors of every text it still holds, read the same
+        # way (an index of an earlier layout is converted so: nothing is embedded again).
+        old = self.store if isinstance(self.store, Store) and not self.store.outdated else None
+        fresh.donor = old
         ident = self._identity()
         fresh.set_fingerprint(fingerprint(self.cfg, ident), ident[2])
         fresh.set_meta("workspace", self.paths.identity.as_json())
@@ -288,6 +292,9 @@ class Engine:
             builder.embed_pending()
         except EmbeddingError as exc:
             log.warning("rebuild: embedding failed, chunks stay keyword-only: %s", exc)
+        fresh.donor = None
+        if old is not None:
+            fresh.take_over(old)
         fresh.settle()
         fresh.close()
         with self.store.lock:

@@ -23,7 +23,7 @@ has them), closed, and after a ``wal_checkpoint(TRUNCATE)`` of each database; th
 With ``--state DIR`` the state folder (indexes and caches) is kept there for other scripts (the
 recall study, scripts/bench_quant.py, reuses the dev set's caches).
 
-Then a prototype of smaller storage on copies of the built files, step by step (each VACUUMed):
+For an index of schema 7 (as memfs built them before issue #45), then a prototype of smaller storage on copies of the built files, step by step (each VACUUMed):
 chunk vectors as int8 + scale in a plain rowid table instead of sqlite-vec's float32 ``vec0``
 (which allocates room for 1,024 vectors at a time), the embedding cache's vectors as int8, the
 cache without the entries the index holds (the index as the cache), unit vectors at int4 (the
@@ -216,13 +216,19 @@ def columns(index: Path, cache: Path) -> dict[str, int]:
         for name, sql in q.items():
             out[name] = int(conn.execute(sql).fetchone()[0])
         conn.execute("ATTACH DATABASE ? AS cache", (str(cache),))
-        out["cache.rows"] = int(conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0])
-        out["cache.vector"] = int(conn.execute("SELECT coalesce(sum(length(vector)), 0) FROM cache.embedding_cache")
+        # Schema 8's cache table (packed, hashes as bytes), else the float32 one of schema 7.
+        packed = conn.execute("SELECT 1 FROM main.sqlite_master WHERE name = 'chunk_vectors'").fetchone() is not None
+        table = "vector_cache" if packed else "embedding_cache"
+        if conn.execute("SELECT 1 FROM cache.sqlite_master WHERE name = ?", (table,)).fetchone() is None:
+            return out
+        out["cache.rows"] = int(conn.execute(f"SELECT count(*) FROM cache.{table}").fetchone()[0])
+        out["cache.vector"] = int(conn.execute(f"SELECT coalesce(sum(length(vector)), 0) FROM cache.{table}")
                                   .fetchone()[0])
         chunk_hashes = {r[0] for r in conn.execute("SELECT hash FROM chunks")}
         unit_hashes = {(r[0].hex() if isinstance(r[0], bytes) else r[0]) for r in conn.execute("SELECT hash FROM units")}
         kinds = {"cache.of_chunks": 0, "cache.of_units": 0, "cache.of_both": 0, "cache.other": 0}
-        for (digest,) in conn.execute("SELECT hash FROM cache.embedding_cache"):
+        for (raw,) in conn.execute(f"SELECT hash FROM cache.{table}"):
+            digest = raw.hex() if isinstance(raw, bytes) else raw
             c, u = digest in chunk_hashes, digest in unit_hashes
             kinds["cache.of_both" if c and u else "cache.of_chunks" if c else "cache.of_units" if u else "cache.other"] += 1
         out.update(kinds)
@@ -235,7 +241,11 @@ def columns(index: Path, cache: Path) -> dict[str, int]:
 def group(name: str) -> str:
     for prefix, label in (("chunks_fts", "keyword index (chunks_fts*)"), ("private_fts", "keyword index, private"),
                           ("chunks_vec", "chunk vectors (chunks_vec*, sqlite-vec)"),
-                          ("embedding_cache", "embedding cache"), ("units", "units (+ indexes)"),
+                          ("chunk_vectors", "chunk vectors (chunk_vectors, packed)"),
+                          ("chunks_hash", "chunk vectors by hash (chunks_hash)"),
+                          ("units_hash", "unit vectors by hash (units_hash)"),
+                          ("embedding_cache", "embedding cache"), ("vector_cache", "embedding cache"),
+                          ("units", "units (+ indexes)"),
                           ("chunks", "chunks (+ indexes)"), ("files", "files (+ indexes)"),
                           ("blobs", "history blobs"), ("versions", "history versions"),
                           ("sqlite_autoindex_blobs", "history blobs"), ("sqlite_autoindex_versions", "history versions")):
@@ -251,8 +261,10 @@ def measure(ws: Path, agent: str, state: Path) -> dict:
         checkpoint(path)
     after = sizes(files)
     stats = {name: dbstat(path) for name, path in files.items() if path.exists()}
-    with tempfile.TemporaryDirectory() as scratch:
-        steps = prototype(files, Path(scratch))
+    steps: dict[str, dict[str, int]] = {}
+    if "chunks_vec" in stats.get("index", {}):  # the prototype starts from schema 7's layout
+        with tempfile.TemporaryDirectory() as scratch:
+            steps = prototype(files, Path(scratch))
     return {"text": text_bytes(ws), "files_closed": before, "files_checkpointed": after, "dbstat": stats,
             "columns": columns(files["index"], files["cache"]), "prototype": steps}
 

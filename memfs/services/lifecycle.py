@@ -334,7 +334,9 @@ class Engine:
             return []  # started while the index's server was away: its catch-up reconciles, once checked
         # Writes may be indexed meanwhile (a daemon, `memfs index` beside a mount): each path's lock.
         try:
-            return self.indexer.reconcile(progress, hold=self._indexing.held)
+            outcomes = self.indexer.reconcile(progress, hold=self._indexing.held)
+            self._checkpoint()  # an import's or a catch-up's write-ahead log, folded in
+            return outcomes
         except IndexOffline as exc:
             if not self._offline_start:
                 raise
@@ -364,7 +366,10 @@ class Engine:
             if self._stopping.is_set():  # stopped while this thread waited: the store may be closing
                 return 0
             try:
-                return self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
+                done = self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
+                if done and not self.store.has_pending():
+                    self._checkpoint()  # the backlog is embedded: its write-ahead log folded in
+                return done
             except IndexOffline as exc:
                 self.outage.down(exc)  # its catch-up embeds what is left
                 return 0
@@ -372,6 +377,16 @@ class Engine:
                 self.provider_error = str(exc)
                 log.warning("embedding failed, new chunks stay keyword-only for now: %s", exc)
                 return 0
+
+    def _checkpoint(self) -> None:
+        """The store's write-ahead logs emptied if a big write left them large (SQLite's;
+        PostgreSQL keeps its own)."""
+        checkpoint = getattr(self.store, "checkpoint", None)
+        if checkpoint is not None:
+            try:
+                checkpoint()
+            except Exception as exc:  # never fails what it follows: the next one does it
+                log.info("index %s: write-ahead log not emptied now: %s", self.paths.index, exc)
 
     def embed_fresh(self, limit: int, budget_s: float) -> int:
         """Embed up to ``limit`` of the passages waiting, the freshest first (as the background

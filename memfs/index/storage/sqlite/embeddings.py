@@ -273,6 +273,7 @@ class StoreEmbeddings:
                 held.add(chunk.hash)
                 if self._matrix is not None:
                     self._matrix.add(chunk.id, blob, bool(row[1]))
+            self._taken(conn, None, held)  # a copy kept before its passage came (a reading, say)
             rest = [(digest, vector) for digest, vector in readings if digest not in held]
             found = self.held_vectors(provider, model, [digest for digest, _ in rest]) if rest else {}
             lacking += [(digest, pack_unit_vector(np.asarray(vector, dtype=np.float32).tobytes()))

@@ -146,6 +146,8 @@ class StoreFiles:
                 "text_end, text_gaps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", unit_rows)
             if packed:
                 conn.executemany("INSERT INTO chunk_vectors(id, private, vector) VALUES (?, ?, ?)", vector_rows)
+                if cached:  # the index holds them now, not the cache
+                    self._taken(conn, record.kind, [h for h in cached if h in kept])
             for chunk_id, chunk_private, vector in vector_rows:
                 if not packed:
                     conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",

@@ -142,6 +142,21 @@ class StoreReuse:
         conn.executemany("INSERT OR REPLACE INTO cache.vector_cache(provider, model, hash, vector, created_at) "
                          "VALUES (?, ?, ?, ?, ?)", [(provider, model, pack_hash(h), v, now) for h, v in items])
 
+    def _taken(self, conn: apsw.Connection, kind: str | None, hashes: Iterable[str]) -> None:
+        """These texts' vectors are the index's now (rows of a file of ``kind``; None: any kind):
+        the cache's copies of them go (a text removed and written back, a rebuild)."""
+        provider, models = self._models()
+        wanted = [pack_hash(h) for h in dict.fromkeys(hashes) if h]
+        if not provider or not wanted:
+            return
+        for model, kinds in models.items():
+            if kind is not None and kind not in kinds:
+                continue
+            for begin in range(0, len(wanted), _BATCH):
+                part = wanted[begin : begin + _BATCH]
+                conn.execute(f"DELETE FROM cache.vector_cache WHERE provider = ? AND model = ? AND hash IN "
+                             f"({','.join('?' * len(part))})", (provider, model, *part))
+
     def _evict(self, conn: apsw.Connection, path: str | None, from_line: int = 0, keep: Iterable[str] = ()) -> None:
         """The vectors of the rows about to be deleted (``path``'s from ``from_line`` on; every
         row when ``path`` is None) kept in the cache, but for the texts in ``keep`` (the hashes

@@ -185,12 +185,16 @@ class Store(StoreFiles, StoreEmbeddings, StoreReuse, StoreSearching):
             self.conn.execute("PRAGMA main.journal_mode=DELETE")
             self.conn.execute("PRAGMA cache.wal_checkpoint(TRUNCATE)")
 
-    def checkpoint(self, wait_ms: int = 200) -> bool:
-        """The index's and the cache's write-ahead logs folded into their files and emptied, after
-        a big write (an import, a catch-up) or once the backlog is embedded: otherwise a WAL
-        keeps the size of the largest transaction since it was last emptied.  Waits at most
-        ``wait_ms`` for readers in the middle of a read (a search), then leaves it to the next
-        time (False).  journal_size_limit bounds a WAL between these."""
+    def checkpoint(self, over: int = JOURNAL_LIMIT, wait_ms: int = 200) -> bool:
+        """The index's and the cache's write-ahead logs folded into their files and emptied when
+        either is larger than ``over`` bytes: after a big write (an import, a catch-up) or once
+        the backlog is embedded (otherwise a WAL keeps the size of the largest transaction since
+        it was last emptied; journal_size_limit cuts it back only when a checkpoint reaches its
+        end while a writer starts it again).  Waits at most ``wait_ms`` for readers in the middle
+        of a read (a search), then leaves it to the next time (False)."""
+        if all(not wal.exists() or wal.stat().st_size <= over
+               for wal in (Path(f"{self.path}-wal"), Path(f"{self.cache_path}-wal"))):
+            return True
         done = True
         with self.lock:
             if self._depth:

@@ -232,3 +232,20 @@ def test_the_write_ahead_log_does_not_keep_the_size_of_a_big_write(workspace: Pa
     assert grew and grew[0] > 2 * JOURNAL_LIMIT, grew  # the write was big, and its log could not be folded in
     assert wal.stat().st_size <= JOURNAL_LIMIT
     assert memory.search("glacier lantern").results
+
+
+def test_an_index_whose_backlog_is_embedded_keeps_a_small_write_ahead_log(workspace_with_both: Path,
+                                                                           make_memory) -> None:
+    """A workspace of 0.28 MB of text left a WAL of 4 MB (journal_size_limit) beside its index
+    once embedded, for as long as the mount ran: the embedder empties it when the backlog is done."""
+    from memfs.services.lifecycle import IDLE_WAL
+
+    memory = make_memory(workspace_with_both)
+    if memory.store.backend != "sqlite":
+        pytest.skip("SQLite's write-ahead log")
+    memory.reconcile()
+    wal = Path(f"{memory.store.path}-wal")
+    while memory.pending:
+        memory.embed_pending()
+    assert memory.search(QUESTIONS[1]).results
+    assert not wal.exists() or wal.stat().st_size <= IDLE_WAL, wal.stat().st_size

@@ -49,6 +49,11 @@ from memfs.workspace import (
 )
 
 log = logging.getLogger(__name__)
+# Once the backlog is embedded (the mount idle), the index's write-ahead log is emptied when it
+# holds more than this: a small workspace's WAL otherwise kept up to journal_size_limit (4 MB)
+# beside an index of a few MB for as long as the mount ran.  Not after every write: a checkpoint
+# writes the log's pages into the index and syncs it, which a burst of small files need not wait on.
+IDLE_WAL = 256 << 10
 
 
 class IndexBusy(RuntimeError):
@@ -368,7 +373,7 @@ class Engine:
             try:
                 done = self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
                 if done and not self.store.has_pending():
-                    self._checkpoint()  # the backlog is embedded: its write-ahead log folded in
+                    self._checkpoint(IDLE_WAL)  # the backlog is embedded: its write-ahead log folded in
                 return done
             except IndexOffline as exc:
                 self.outage.down(exc)  # its catch-up embeds what is left
@@ -378,13 +383,13 @@ class Engine:
                 log.warning("embedding failed, new chunks stay keyword-only for now: %s", exc)
                 return 0
 
-    def _checkpoint(self) -> None:
-        """The store's write-ahead logs emptied if a big write left them large (SQLite's;
-        PostgreSQL keeps its own)."""
+    def _checkpoint(self, over: int | None = None) -> None:
+        """The store's write-ahead logs emptied if a big write left them larger than ``over``
+        bytes (the store's journal_size_limit by default; SQLite's, PostgreSQL keeps its own)."""
         checkpoint = getattr(self.store, "checkpoint", None)
         if checkpoint is not None:
             try:
-                checkpoint()
+                checkpoint() if over is None else checkpoint(over=over)
             except Exception as exc:  # never fails what it follows: the next one does it
                 log.info("index %s: write-ahead log not emptied now: %s", self.paths.index, exc)
 

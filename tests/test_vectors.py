@@ -66,6 +66,26 @@ def test_packed_chunk_vectors_are_searched_exactly_and_follow_writes(tmp_path: P
     assert len(store.vector_candidates(query, 400)) == 70
 
 
+def test_a_packed_matrix_grows_past_what_it_was_loaded_with(tmp_path: Path) -> None:
+    """A mount's matrix, loaded at its first search, takes the vectors embedded after it one by
+    one: past the rows it had room for it grows (it kept counting rows it could not hold, and a
+    search then failed with EIO: test_mount_backlog under load)."""
+    rng = np.random.default_rng(5)
+    store = Store(tmp_path / "i.sqlite", tmp_path / "c.sqlite")
+    store.set_fingerprint({"t": 1}, 16)
+    _fill(store, _unit(rng, 17))
+    query = _unit(rng, 1)[0]
+    assert len(store.vector_candidates(query, 100)) == 17  # loaded: room for 17
+    for n in range(40):  # each file written after the load: a row added in memory
+        _fill(store, _unit(rng, 1), path=f"memory/more-{n}.md")
+    found = store.vector_candidates(query, 100)
+    assert len(found) == 57 and store._matrix is not None and store._matrix.used == 57
+    fresh = Store(tmp_path / "i.sqlite", tmp_path / "c.sqlite")  # the same vectors, loaded at once
+    assert [c for c, _ in fresh.vector_candidates(query, 100)] == [c for c, _ in found]
+    fresh.close()
+    store.close()
+
+
 def test_matrix_agrees_with_sqlite_vec_and_follows_writes(tmp_path: Path, monkeypatch) -> None:
     """An index of schema 7: sqlite-vec below MATRIX_MIN_VECTORS, the float32 matrix above."""
     rng = np.random.default_rng(3)

@@ -217,7 +217,7 @@ class VectorMatrix:
         if self.free:
             row = self.free.pop()
         else:
-            if self.used == len(self.matrix):
+            if self.used == len(self.ids):  # full (a packed matrix keeps no float32 rows: not len(matrix))
                 old = (self.matrix, self.codes, self.scales, self.errors, self.ids, self.private)
                 self._allocate(max(16, len(self.ids) * 2))
                 for new, before in zip((self.matrix, self.codes, self.scales, self.errors, self.ids, self.private), old):

@@ -60,6 +60,11 @@ from memfs.index.embedding.providers import provider_identity
 from memfs.index.search.hybrid import SearchParams
 from memfs.index.storage.records import FileRecord
 from memfs.index.storage.sqlite.store import Store
+
+try:  # an index of schema 8 (issue #45) keeps chunk vectors packed; earlier memfs had no such helpers
+    from memfs.index.storage.vectors import as_float32, pack_unit_vector
+except ImportError:  # pragma: no cover - run against an earlier memfs (before/after in one sitting)
+    as_float32 = pack_unit_vector = None  # type: ignore[assignment]
 from memfs.index.text.chunking import chunk_markdown
 from memfs.index.text.keywords import fts_body, match_expression, search_terms
 from memfs.index.text.units import plain
@@ -101,6 +106,10 @@ def table_bytes(index: Path, chunks: int) -> str:
 
 
 def chunk_matrix(store: Store) -> np.ndarray:
+    """Every chunk vector as float32 (packed ones unpacked: schema 8; sqlite-vec's: schema 7)."""
+    if getattr(store, "packed", False):
+        blobs = [bytes(r[0]) for r in store.conn.execute("SELECT vector FROM chunk_vectors")]
+        return np.stack([as_float32(b, store.dims) for b in blobs])
     rows = [np.frombuffer(r[0], dtype=np.float32) for r in store.conn.execute("SELECT embedding FROM chunks_vec")]
     return np.stack(rows)
 
@@ -135,8 +144,13 @@ def replicate(store: Store, base: int, size: int, vectors) -> None:
             for begin in range(1, count + 1, 10_000):
                 end = min(count, begin + 9_999)
                 fresh = vectors(end - begin + 1)
-                tx.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, 0, ?)",
-                               ((offset + begin + i, fresh[i].tobytes()) for i in range(end - begin + 1)))
+                if getattr(store, "packed", False):  # schema 8: int8 codes and scale in a plain table
+                    tx.executemany("INSERT INTO chunk_vectors(id, private, vector) VALUES (?, 0, ?)",
+                                   ((offset + begin + i, pack_unit_vector(fresh[i].tobytes()))
+                                    for i in range(end - begin + 1)))
+                else:
+                    tx.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, 0, ?)",
+                                   ((offset + begin + i, fresh[i].tobytes()) for i in range(end - begin + 1)))
 
 
 def build(size_cfg, paths, size: int, written_max: int, provider, base_vectors: np.ndarray,

@@ -149,6 +149,49 @@ def make_memory(make_config: Callable[..., Config]) -> Iterator[Callable[..., Me
             pass
 
 
+def begin_schema_7(cfg: Config) -> Path:
+    """``cfg``'s index begun as memfs made it before issue #45 (schema 7: chunk vectors float32 in
+    sqlite-vec, every vector in the embedding cache's float32 table as well), for tests of an index
+    of that layout: the store keeps the layout an index has, and makes the same tables the earlier
+    memfs made.  Returns the index file."""
+    import apsw
+
+    from memfs.state import locate
+
+    index = locate(cfg).index
+    conn = apsw.Connection(str(index))
+    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); "
+                 "INSERT INTO meta(key, value) VALUES ('schema', '7')")
+    conn.close()
+    return index
+
+
+@pytest.fixture
+def make_memory_7(make_config: Callable[..., Config]) -> Iterator[Callable[..., Memory]]:
+    """``make_memory`` for an index of schema 7 (see :func:`begin_schema_7`; SQLite only)."""
+    opened: list[Memory] = []
+
+    def build(workspace: Path, agent: str = "main", **settings: object) -> Memory:
+        cfg = make_config(workspace, agent, **settings)
+        if cfg.index.backend != "sqlite":
+            pytest.skip("an index of schema 7 is a SQLite file")
+        from memfs.state import locate
+
+        if not locate(cfg).index.exists():
+            begin_schema_7(cfg)
+        memory = Memory(cfg)
+        assert memory.store.packed is False
+        opened.append(memory)
+        return memory
+
+    yield build
+    for memory in opened:
+        try:
+            memory.close()
+        except Exception:
+            pass
+
+
 def write(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")

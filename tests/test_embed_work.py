@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import begin_schema_7
 
 from memfs.index.embedding import readings
 from memfs.index.embedding.providers import LocalProvider
@@ -252,7 +253,9 @@ def test_an_index_that_reads_markdown_whole_keeps_it_until_rebuilt(workspace: Pa
     chat = workspace / FILES[1][1]
     chat.parent.mkdir(parents=True, exist_ok=True)
     shutil.copy(DATA / FILES[1][0], chat)
-    before = Memory(make_config(workspace), provider=provider)
+    cfg = make_config(workspace)
+    begin_schema_7(cfg)  # as memfs made indexes then
+    before = Memory(cfg, provider=provider)
     try:
         before.index()
         assert before.pending == 0

@@ -156,12 +156,12 @@ def test_a_unit_keeps_no_copy_of_its_chunks_text(workspace: Path, make_memory, l
 
 
 def test_an_index_of_schema_6_is_migrated_when_opened_and_answers_the_same(
-        workspace: Path, make_memory, locomo_day) -> None:
+        workspace: Path, make_memory, make_memory_7, locomo_day) -> None:
     # An index made before units kept spans (their text copied, hashes in hex) is not rebuilt:
     # it gets the new columns when opened, its rows are read as they are, and rows written from
-    # then on are compact.
+    # then on are compact.  (Schema 6 had schema 7's vector layout: sqlite-vec's float32 table.)
     _with_every_kind_of_unit(workspace, locomo_day)
-    memory = make_memory(workspace)
+    memory = make_memory_7(workspace)
     memory.index()
     before = memory.search(QUESTION).results
     units = _units(memory)
@@ -229,12 +229,13 @@ def test_counting_chunks_reads_no_chunk_rows(workspace: Path, make_memory, locom
     assert store.chunk_total() > store.chunk_total(False) > 0  # MEMORY.md's chunk is private
 
 
-def test_the_embedding_cache_keeps_each_vector_in_its_page(workspace: Path, make_memory, locomo_day) -> None:
+def test_the_embedding_cache_keeps_each_vector_in_its_page(workspace: Path, make_memory_7, locomo_day) -> None:
     """At SQLite's default 4 KB pages a cached vector (1.6 KB, a WITHOUT ROWID row) kept 1 KB in
     its page and the rest on an overflow page of its own: 4.8 KB an entry. A new cache's pages
-    hold it whole; dbstat counts the overflow pages."""
+    hold it whole; dbstat counts the overflow pages.  (The float32 table an index of schema 7
+    writes every vector to.)"""
     locomo_day(workspace)
-    memory = make_memory(workspace)
+    memory = make_memory_7(workspace)
     if memory.store.backend != "sqlite":
         pytest.skip("SQLite's pages")
     memory.index()
@@ -248,11 +249,11 @@ def test_the_embedding_cache_keeps_each_vector_in_its_page(workspace: Path, make
     assert overflow == 0 and used / entries < 3_000, (overflow, used / entries)
 
 
-def test_cache_entries_are_read_by_their_whole_key(workspace: Path, make_memory, locomo_day) -> None:
+def test_cache_entries_are_read_by_their_whole_key(workspace: Path, make_memory_7, locomo_day) -> None:
     """Moving an index carries its cache entries by provider, model names and hashes: by provider
     and hash alone each call of 500 hashes read every entry the provider had."""
     locomo_day(workspace)
-    memory = make_memory(workspace)
+    memory = make_memory_7(workspace)
     if memory.store.backend != "sqlite":
         pytest.skip("SQLite's query plan")
     memory.index()
@@ -278,12 +279,12 @@ def test_cache_entries_are_read_by_their_whole_key(workspace: Path, make_memory,
     assert "SEARCH" in plan and "model=? AND hash=?" in plan, plan
 
 
-def test_status_counts_the_embedding_cache_through_its_own_index(workspace: Path, make_memory) -> None:
+def test_status_counts_the_embedding_cache_through_its_own_index(workspace: Path, make_memory_7) -> None:
     """Counting the embedding cache read every cached vector (~50 ms at 200k entries): a mount
     whose status was read twice a second during an import lost an eighth of a core and held the
     store's lock the embedder waited on. A cache made before gets the index at its next opening;
-    the count stays exact."""
-    memory = make_memory(workspace)
+    the count stays exact.  (The float32 table of an index of schema 7.)"""
+    memory = make_memory_7(workspace)
     if memory.store.backend != "sqlite":
         pytest.skip("SQLite's query plan")
     write(workspace / "memory" / "2023-01-10.md", "# 2023-01-10\n\n- The ferry timetable.\n")
@@ -291,7 +292,7 @@ def test_status_counts_the_embedding_cache_through_its_own_index(workspace: Path
     memory.embed_pending()
     memory.store.conn.execute("DROP INDEX cache.embedding_cache_counted")  # as a cache made before it had none
     memory.close()
-    memory = make_memory(workspace)
+    memory = make_memory_7(workspace)
     conn = memory.store.conn
     plan = " ".join(str(r[-1]) for r in conn.execute("EXPLAIN QUERY PLAN SELECT count(*) FROM cache.embedding_cache"))
     assert "COVERING INDEX embedding_cache_counted" in plan, plan
@@ -315,6 +316,9 @@ def test_a_cache_made_before_keeps_its_pages_and_its_vectors(tmp_path: Path) -> 
                 "PRIMARY KEY(provider, model, hash)) WITHOUT ROWID")
     old.execute("INSERT INTO embedding_cache VALUES ('local', 'm', 'abc', 2, ?, 0)", (b"\0" * 8,))
     old.close()
+    index = apsw.Connection(str(tmp_path / "main.sqlite"))  # an index of schema 7 (its cache is that table)
+    index.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('schema', '7')")
+    index.close()
     store = Store(tmp_path / "main.sqlite", cache)
     try:
         conn = store.conn

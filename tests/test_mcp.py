@@ -207,7 +207,10 @@ def minimal_env(tmp_path: Path) -> dict[str, str]:
     """What an MCP client gives the server it starts: hardly anything of the user's shell."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    return {"PATH": os.environ["PATH"], "HOME": str(home), "MEMFS_STATE_DIR": str(tmp_path / "state")}
+    # PYTHONPATH passed on when set: the server must run the memfs under test (a worktree's),
+    # not whichever one is installed (a real client sets none).
+    kept = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    return {"PATH": os.environ["PATH"], "HOME": str(home), "MEMFS_STATE_DIR": str(tmp_path / "state"), **kept}
 
 
 async def poll_search(session: ClientSession, query: str, wanted: str, timeout: float = 90) -> str:

@@ -12,6 +12,8 @@ import pytest
 
 psycopg = pytest.importorskip("psycopg")
 
+from conftest import begin_schema_7  # noqa: E402
+
 from memfs.index.storage.postgres import roles, schema  # noqa: E402
 from memfs.index.storage.postgres.store import PgStore  # noqa: E402
 from memfs.index.storage.vectors import unpack_unit_vector  # noqa: E402
@@ -63,8 +65,11 @@ def test_a_tenant_can_neither_plant_a_vector_nor_confirm_a_text_of_another(tmp_p
 
     # The attacker learns the cache keys of the texts it guesses B holds the way anyone can: it
     # indexes them itself (SQLite, its own machine) and reads its own cache.  Those vectors are
-    # also what B's model makes of them: the honest ones.
-    local = Memory(make_config(ws_a))
+    # also what B's model makes of them: the honest ones.  (An index of schema 7 keeps every
+    # vector, float32, in its cache; one of 8 keeps them in the index, found by the same keys.)
+    local_cfg = make_config(ws_a)
+    begin_schema_7(local_cfg)
+    local = Memory(local_cfg)
     try:
         local.index()
         keys = local.store.conn.execute("SELECT provider, model, hash, dims, vector FROM cache.embedding_cache").fetchall()

@@ -1,11 +1,13 @@
-"""The in-memory matrix used for large indexes must agree with sqlite-vec's KNN and follow every
-write, including writes made by another connection."""
+"""The in-memory matrix must agree with an exact product over the vectors (and, for an index of
+schema 7, with sqlite-vec's KNN) and follow every write, including writes made by another
+connection."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memfs.index.storage import vectors as vectors_module
 from memfs.index.storage.records import FileRecord
@@ -27,9 +29,69 @@ def _unit(rng: np.random.Generator, n: int) -> np.ndarray:
     return x / np.linalg.norm(x, axis=1, keepdims=True)
 
 
-def test_matrix_agrees_with_sqlite_vec_and_follows_writes(tmp_path: Path, monkeypatch) -> None:
+def _schema_7(path: Path) -> None:
+    import apsw
+
+    conn = apsw.Connection(str(path))
+    conn.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL); INSERT INTO meta VALUES ('schema', '7')")
+    conn.close()
+
+
+def test_packed_chunk_vectors_are_searched_exactly_and_follow_writes(tmp_path: Path) -> None:
+    """Schema 8 keeps chunk vectors packed (dims + 4 bytes) in a plain table, searched in memory
+    whatever the index's size: the nearest by the decoded vectors, scores their cosines."""
+    from memfs.index.storage.vectors import unpack_unit_vectors
+
     rng = np.random.default_rng(3)
     store = Store(tmp_path / "i.sqlite", tmp_path / "c.sqlite")
+    store.set_fingerprint({"t": 1}, 16)
+    _fill(store, _unit(rng, 300))
+    assert store.packed and {len(bytes(r[0])) for r in store.conn.execute("SELECT vector FROM chunk_vectors")} == {20}
+    assert store.conn.execute("SELECT 1 FROM sqlite_master WHERE name LIKE 'chunks_vec%'").fetchone() is None
+    rows = store.conn.execute("SELECT id, vector FROM chunk_vectors ORDER BY id").fetchall()
+    decoded = unpack_unit_vectors([bytes(v) for _, v in rows], 16)
+    for _ in range(5):
+        query = _unit(rng, 1)[0]
+        found = store.vector_candidates(query, 10)
+        scores = decoded @ query
+        best = np.lexsort(([i for i, _ in rows], -scores))[:10]
+        assert [c for c, _ in found] == [rows[i][0] for i in best]
+        assert np.allclose([s for _, s in found], scores[best], atol=1e-5)
+        assert store.vector_similarity(query, [rows[0][0]]) == pytest.approx({rows[0][0]: float(scores[0])}, abs=1e-5)
+    _fill(store, _unit(rng, 50))
+    assert len(store.vector_candidates(query, 400)) == 50
+    other = Store(tmp_path / "i.sqlite", tmp_path / "c.sqlite")
+    _fill(other, _unit(rng, 20), path="memory/b.md")
+    other.close()
+    assert len(store.vector_candidates(query, 400)) == 70
+
+
+def test_a_packed_matrix_grows_past_what_it_was_loaded_with(tmp_path: Path) -> None:
+    """A mount's matrix, loaded at its first search, takes the vectors embedded after it one by
+    one: past the rows it had room for it grows (it kept counting rows it could not hold, and a
+    search then failed with EIO: test_mount_backlog under load)."""
+    rng = np.random.default_rng(5)
+    store = Store(tmp_path / "i.sqlite", tmp_path / "c.sqlite")
+    store.set_fingerprint({"t": 1}, 16)
+    _fill(store, _unit(rng, 17))
+    query = _unit(rng, 1)[0]
+    assert len(store.vector_candidates(query, 100)) == 17  # loaded: room for 17
+    for n in range(40):  # each file written after the load: a row added in memory
+        _fill(store, _unit(rng, 1), path=f"memory/more-{n}.md")
+    found = store.vector_candidates(query, 100)
+    assert len(found) == 57 and store._matrix is not None and store._matrix.used == 57
+    fresh = Store(tmp_path / "i.sqlite", tmp_path / "c.sqlite")  # the same vectors, loaded at once
+    assert [c for c, _ in fresh.vector_candidates(query, 100)] == [c for c, _ in found]
+    fresh.close()
+    store.close()
+
+
+def test_matrix_agrees_with_sqlite_vec_and_follows_writes(tmp_path: Path, monkeypatch) -> None:
+    """An index of schema 7: sqlite-vec below MATRIX_MIN_VECTORS, the float32 matrix above."""
+    rng = np.random.default_rng(3)
+    _schema_7(tmp_path / "i.sqlite")
+    store = Store(tmp_path / "i.sqlite", tmp_path / "c.sqlite")
+    assert not store.packed
     store.set_fingerprint({"t": 1}, 16)
     _fill(store, _unit(rng, 300))
     query = _unit(rng, 1)[0]
@@ -121,10 +183,11 @@ def _unit_blobs(memory) -> dict[str, tuple[bytes, bytes]]:
     return {str(h): (bytes(stored), bytes(full)) for h, stored, full in rows}
 
 
-def test_unit_vectors_take_dims_plus_four_bytes_and_rank_as_float32(workspace: Path, make_memory,
+def test_unit_vectors_take_dims_plus_four_bytes_and_rank_as_float32(workspace: Path, make_memory_7,
                                                                       locomo_day) -> None:
+    """(On an index of schema 7, whose cache keeps every vector as float32 as well.)"""
     locomo_day(workspace)
-    memory = make_memory(workspace)
+    memory = make_memory_7(workspace)
     memory.index()
     dims = memory.provider.dims
     blobs = _unit_blobs(memory)
@@ -141,12 +204,12 @@ def test_unit_vectors_take_dims_plus_four_bytes_and_rank_as_float32(workspace: P
         assert all(exact[i] >= fifth - 0.005 for i in np.argsort(-packed)[:5])
 
 
-def test_an_index_with_float16_unit_vectors_answers_and_takes_new_ones_packed(workspace: Path, make_memory,
+def test_an_index_with_float16_unit_vectors_answers_and_takes_new_ones_packed(workspace: Path, make_memory_7,
                                                                                locomo_day) -> None:
     """An index written before unit vectors were int8 (float16, 2 * dims bytes) is read as it is:
     same results, and units written later are packed beside the old ones."""
     locomo_day(workspace)
-    memory = make_memory(workspace)
+    memory = make_memory_7(workspace)
     memory.index()
     dims = memory.provider.dims
     before = [memory.search(q, min_score=0).results for q in QUESTIONS]
@@ -157,7 +220,7 @@ def test_an_index_with_float16_unit_vectors_answers_and_takes_new_ones_packed(wo
                           bytes.fromhex(digest)))
     assert {len(s) for s, _ in _unit_blobs(memory).values()} == {2 * dims}
     memory.close()
-    memory = make_memory(workspace)
+    memory = make_memory_7(workspace)
     after = [memory.search(q, min_score=0).results for q in QUESTIONS]
     for old, new in zip(before, after):
         # The same passages in the same order with the same scores, up to float16's rounding

@@ -42,6 +42,7 @@ from memfs.index.embedding.providers import INPUT_TOKENS, Provider
 from memfs.index.embedding.turns import EmbedTurns
 from memfs.index.storage.records import PROVISIONAL_HASH, FileRecord, StoredChunk, StoredUnit
 from memfs.index.storage.sqlite.store import Store
+from memfs.index.storage.vectors import as_float32
 from memfs.index.text import chunking, secrets
 from memfs.index.text.keywords import fts_body
 from memfs.index.text.messages import parse_jsonl, parse_transcript, session_header, transcript_runtime
@@ -519,7 +520,8 @@ class Indexer:
         texts = list(dict.fromkeys([t for p in parts.values() for t in p] + [t for p in chunk_parts.values() for t in p]))
         hashes = {t: text_hash(t) for t in texts}
         cached = self.store.cached_vectors(name, model, hashes.values())
-        vectors = {t: np.frombuffer(cached[hashes[t]], dtype=np.float32) for t in texts if hashes[t] in cached}
+        dims = self.provider.dims  # a cached vector comes as the store keeps it (packed, or float32)
+        vectors = {t: as_float32(cached[hashes[t]], dims) for t in texts if hashes[t] in cached}
         fresh = [t for t in texts if t not in vectors]
         if fresh:
             vectors.update(zip(fresh, self.provider.embed(fresh)))
@@ -563,7 +565,7 @@ class Indexer:
                 if not vector.any():  # no word piece in its span: read on its own next time
                     continue
             elif unit.hash in cached:
-                vector = np.frombuffer(cached[unit.hash], dtype=np.float32)
+                vector = as_float32(cached[unit.hash], self.provider.dims)
             else:
                 vector = read[unit.embedding_text]
             units.append((unit, vector))

@@ -49,6 +49,11 @@ from memfs.workspace import (
 )
 
 log = logging.getLogger(__name__)
+# Once the backlog is embedded (the mount idle), the index's write-ahead log is emptied when it
+# holds more than this: a small workspace's WAL otherwise kept up to journal_size_limit (4 MB)
+# beside an index of a few MB for as long as the mount ran.  Not after every write: a checkpoint
+# writes the log's pages into the index and syncs it, which a burst of small files need not wait on.
+IDLE_WAL = 256 << 10
 
 
 class IndexBusy(RuntimeError):
@@ -279,6 +284,10 @@ class Engine:
         for suffix in ("", "-wal", "-shm"):
             Path(str(scratch) + suffix).unlink(missing_ok=True)
         fresh = Store(scratch, self.paths.cache)
+        # The new index takes the old one's vectors of every text it still holds, read the same
+        # way (an index of an earlier layout is converted so: nothing is embedded again).
+        old = self.store if isinstance(self.store, Store) and not self.store.outdated else None
+        fresh.donor = old
         ident = self._identity()
         fresh.set_fingerprint(fingerprint(self.cfg, ident), ident[2])
         fresh.set_meta("workspace", self.paths.identity.as_json())
@@ -288,6 +297,9 @@ class Engine:
             builder.embed_pending()
         except EmbeddingError as exc:
             log.warning("rebuild: embedding failed, chunks stay keyword-only: %s", exc)
+        fresh.donor = None
+        if old is not None:
+            fresh.take_over(old)
         fresh.settle()
         fresh.close()
         with self.store.lock:
@@ -327,7 +339,9 @@ class Engine:
             return []  # started while the index's server was away: its catch-up reconciles, once checked
         # Writes may be indexed meanwhile (a daemon, `memfs index` beside a mount): each path's lock.
         try:
-            return self.indexer.reconcile(progress, hold=self._indexing.held)
+            outcomes = self.indexer.reconcile(progress, hold=self._indexing.held)
+            self._checkpoint()  # an import's or a catch-up's write-ahead log, folded in
+            return outcomes
         except IndexOffline as exc:
             if not self._offline_start:
                 raise
@@ -357,7 +371,10 @@ class Engine:
             if self._stopping.is_set():  # stopped while this thread waited: the store may be closing
                 return 0
             try:
-                return self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
+                done = self.indexer.embed_pending(limit=limit, progress=progress, stop=self._stopping)
+                if done and not self.store.has_pending():
+                    self._checkpoint(IDLE_WAL)  # the backlog is embedded: its write-ahead log folded in
+                return done
             except IndexOffline as exc:
                 self.outage.down(exc)  # its catch-up embeds what is left
                 return 0
@@ -365,6 +382,16 @@ class Engine:
                 self.provider_error = str(exc)
                 log.warning("embedding failed, new chunks stay keyword-only for now: %s", exc)
                 return 0
+
+    def _checkpoint(self, over: int | None = None) -> None:
+        """The store's write-ahead logs emptied if a big write left them larger than ``over``
+        bytes (the store's journal_size_limit by default; SQLite's, PostgreSQL keeps its own)."""
+        checkpoint = getattr(self.store, "checkpoint", None)
+        if checkpoint is not None:
+            try:
+                checkpoint() if over is None else checkpoint(over=over)
+            except Exception as exc:  # never fails what it follows: the next one does it
+                log.info("index %s: write-ahead log not emptied now: %s", self.paths.index, exc)
 
     def embed_fresh(self, limit: int, budget_s: float) -> int:
         """Embed up to ``limit`` of the passages waiting, the freshest first (as the background

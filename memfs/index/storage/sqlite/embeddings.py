@@ -1,5 +1,6 @@
 """What waits for its vector in the SQLite index, storing vectors, and the embedding cache beside
-the index (an attached file that survives rebuilds)."""
+the index (an attached file that survives rebuilds; an index of schema 8 is the cache of what it
+holds itself, :mod:`memfs.index.storage.sqlite.reuse`)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from memfs.index.storage.sqlite.layout import (
     half,
 )
 from memfs.index.storage.sqlite.unitrows import hash_forms, text_at
+from memfs.index.storage.vectors import pack_unit_vector
 
 
 class StoreEmbeddings:
@@ -32,7 +34,11 @@ class StoreEmbeddings:
     # -- embeddings ----------------------------------------------------------------------------
 
     def cached_vectors(self, provider: str, model: str, hashes: Iterable[str]) -> dict[str, bytes]:
+        """The vectors of these texts (hex hashes) made by ``provider`` under the cache's ``model``
+        name, as this index keeps them: packed (schema 8, from its own rows first), float32 (7)."""
         wanted = list(dict.fromkeys(hashes))
+        if self.packed:
+            return self._cached_packed(provider, model, wanted)
         found: dict[str, bytes] = {}
         with self.lock:
             for begin in range(0, len(wanted), 500):
@@ -209,6 +215,9 @@ class StoreEmbeddings:
         vectors made from them, cached under their own text's hash and attached to the chunks
         and units that still have that text."""
         now = time.time()
+        if self.packed:
+            self._store_packed(provider, model, readings, chunks, units, now)
+            return
         with self.transaction(vectors_only=True) as conn:
             for digest, vector in readings:
                 full = np.asarray(vector, dtype=np.float32)
@@ -232,6 +241,45 @@ class StoreEmbeddings:
                 conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk.id,))
                 if self._matrix is not None:
                     self._matrix.add(chunk.id, blob, bool(row[1]))
+
+    def _store_packed(self, provider: str, model: str, readings: Sequence[tuple[str, np.ndarray]],
+                      chunks: Sequence[tuple[StoredChunk, np.ndarray]], units: Sequence[tuple[StoredUnit, np.ndarray]],
+                      now: float) -> None:
+        """:meth:`store_embedded` of an index of schema 8: the vectors go to the rows that still
+        have their text, packed; the cache takes only those the index then lacks (a reading that
+        is no passage, a passage replaced meanwhile)."""
+        packed_units = [(unit, pack_unit_vector(np.asarray(v, dtype=np.float32).tobytes())) for unit, v in units]
+        packed_chunks = [(chunk, pack_unit_vector(np.asarray(v, dtype=np.float32).tobytes())) for chunk, v in chunks]
+        with self.transaction(vectors_only=True) as conn:
+            held: set[str] = set()
+            lacking: list[tuple[str, bytes]] = []
+            for unit, blob in packed_units:
+                conn.execute("UPDATE units SET vector = ? WHERE id = ? AND hash IN (?, ?) AND vector IS NULL",
+                             (blob, unit.id, *hash_forms(unit.hash)))
+                if conn.changes():
+                    held.add(unit.hash)
+                else:
+                    lacking.append((unit.hash, blob))
+            for chunk, blob in packed_chunks:
+                row = conn.execute("SELECT embedded, private FROM chunks WHERE id = ? AND hash = ?",
+                                   (chunk.id, chunk.hash)).fetchone()
+                if row is None:
+                    lacking.append((chunk.hash, blob))
+                    continue
+                if row[0]:
+                    continue
+                conn.execute("INSERT INTO chunk_vectors(id, private, vector) VALUES (?, ?, ?)", (chunk.id, row[1], blob))
+                conn.execute("UPDATE chunks SET embedded = 1 WHERE id = ?", (chunk.id,))
+                held.add(chunk.hash)
+                if self._matrix is not None:
+                    self._matrix.add(chunk.id, blob, bool(row[1]))
+            self._taken(conn, None, held)  # a copy kept before its passage came (a reading, say)
+            rest = [(digest, vector) for digest, vector in readings if digest not in held]
+            found = self.held_vectors(provider, model, [digest for digest, _ in rest]) if rest else {}
+            lacking += [(digest, pack_unit_vector(np.asarray(vector, dtype=np.float32).tobytes()))
+                        for digest, vector in rest if digest not in found]
+            if lacking:
+                self._keep(conn, provider, model, lacking, now)
 
     @staticmethod
     def _cache(conn: apsw.Connection, provider: str, model: str, digest: str, vector: np.ndarray,

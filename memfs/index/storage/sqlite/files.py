@@ -31,6 +31,7 @@ from memfs.index.storage.sqlite.layout import (
     half,
 )
 from memfs.index.storage.sqlite.unitrows import ChunkLines
+from memfs.index.storage.vectors import as_float32, as_packed
 from memfs.index.text.chunking import Chunk
 from memfs.index.text.keywords import fts_body
 from memfs.workspace import FileKind
@@ -90,17 +91,20 @@ class StoreFiles:
         chunks starting at or after that line are replaced (an append to a JSONL file).
         ``provisional``: chunks cut by :func:`memfs.index.text.chunking.provisional`, the file's own
         lines (a JSONL file's too), stored for the keyword index only: never embedded, no unit
-        rows (:meth:`units_of` reads their lines as units)."""
+        rows (:meth:`units_of` reads their lines as units).  ``cached`` vectors come as
+        :meth:`cached_vectors` gives them (float32 is packed for an index of schema 8)."""
         pending = 0
         private = int(record.private)
         jsonl = int(FileKind(record.kind).is_jsonl) if record.kind in KINDS and not provisional else 0
         state = PROVISIONAL if provisional else None
         fts = "private_fts" if private else "chunks_fts"
+        packed, dims = self.packed, self.dims
+        if packed and cached:
+            cached = {h: as_packed(v, dims) for h, v in cached.items()}  # packed ones are copied as they are
         with self.transaction() as conn:
-            if from_line is None:
-                self._delete_chunks(conn, record.path)
-            else:
-                self._delete_chunks(conn, record.path, from_line)
+            # What the new rows hold again is not kept apart as leaving the index.
+            kept = {*chunk_hashes, *(h for hashes in unit_hashes or () for h in hashes)} if packed else ()
+            self._delete_chunks(conn, record.path, 0 if from_line is None else from_line, kept)
             vec = self.has_vectors
             # Rows go in by executemany, with the ids SQLite itself would give (the largest plus
             # one): a 30 MB file is some 30k chunks and 300k units, and a statement per row cost
@@ -120,9 +124,10 @@ class StoreFiles:
                 lines = ChunkLines(chunk.text, chunk.start_line) if chunk.units and hashes else None
                 for unit, unit_hash in zip(chunk.units, hashes):
                     unit_vector = cached.get(unit_hash)
+                    if unit_vector is not None and not packed:
+                        unit_vector = half(unit_vector)
                     unit_rows.append(_unit_row(lines, chunk_id, unit.start_line, unit.end_line, unit_hash, unit.text,
-                                               unit.context, half(unit_vector) if unit_vector is not None else None,
-                                               unit.reading))
+                                               unit.context, unit_vector, unit.reading))
                     if unit_vector is None and vec:
                         pending += 1
                 if state is not None:
@@ -139,9 +144,14 @@ class StoreFiles:
             conn.executemany(
                 "INSERT INTO units(chunk_id, start_line, end_line, hash, text, context, vector, reading, text_start, "
                 "text_end, text_gaps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", unit_rows)
+            if packed:
+                conn.executemany("INSERT INTO chunk_vectors(id, private, vector) VALUES (?, ?, ?)", vector_rows)
+                if cached:  # the index holds them now, not the cache
+                    self._taken(conn, record.kind, [h for h in cached if h in kept])
             for chunk_id, chunk_private, vector in vector_rows:
-                conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
-                             (chunk_id, chunk_private, vector))
+                if not packed:
+                    conn.execute("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
+                                 (chunk_id, chunk_private, vector))
                 if self._matrix is not None:
                     self._matrix.add(chunk_id, vector, bool(chunk_private))
             total = int(conn.execute("SELECT count(*) FROM chunks WHERE path = ?", (record.path,)).fetchone()[0])
@@ -153,19 +163,22 @@ class StoreFiles:
             )
         return pending
 
-    def _delete_chunks(self, conn: apsw.Connection, path: str, from_line: int = 0) -> None:
+    def _delete_chunks(self, conn: apsw.Connection, path: str, from_line: int = 0, kept: Iterable[str] = ()) -> None:
+        """A file's rows from ``from_line`` on gone; their vectors kept in the cache (schema 8),
+        but for the texts of ``kept`` (see :meth:`_evict`)."""
         rows = conn.execute("SELECT id, private FROM chunks WHERE path = ? AND start_line >= ?",
                             (path, from_line)).fetchall()
         if not rows:
             return
         vec = self.has_vectors
+        self._evict(conn, path, from_line, kept)
         conn.execute("DELETE FROM units WHERE chunk_id IN (SELECT id FROM chunks WHERE path = ? AND start_line >= ?)",
                      (path, from_line))
         for table, is_private in (("private_fts", True), ("chunks_fts", False)):
             conn.executemany(f"DELETE FROM {table} WHERE rowid = ?",
                              [(chunk_id,) for chunk_id, private in rows if bool(private) == is_private])
         if vec:
-            conn.executemany("DELETE FROM chunks_vec WHERE rowid = ?", [(chunk_id,) for chunk_id, _ in rows])
+            conn.executemany(f"DELETE FROM {self._vector_table} WHERE rowid = ?", [(chunk_id,) for chunk_id, _ in rows])
             if self._matrix is not None:
                 for chunk_id, _ in rows:
                     self._matrix.remove(chunk_id)
@@ -177,11 +190,12 @@ class StoreFiles:
         """Every row of the index gone, and its vector table (the next fingerprint sets its
         dimension); the embedding cache, the schema and the workspace it serves stay."""
         with self.transaction() as conn:
+            self._evict(conn, None)
             for table in ("units", "chunks", "files"):
                 conn.execute(f"DELETE FROM {table}")
             for fts in ("chunks_fts", "private_fts"):
                 conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('delete-all')")
-            conn.execute("DROP TABLE IF EXISTS chunks_vec")
+            conn.execute(f"DROP TABLE IF EXISTS {self._vector_table}")
             conn.execute("DELETE FROM meta WHERE key NOT IN ('schema', 'generation', 'content_generation', "
                          "'workspace')")
             self._has_vectors = False
@@ -204,10 +218,13 @@ class StoreFiles:
                     "chat_id, chat_title FROM chunks WHERE path = ? ORDER BY id", (path,)).fetchall()
                 vectors: dict[int, bytes] = {}
                 ids = [int(r[0]) for r in rows if r[6] == 1]
+                column, dims = ("vector", self.dims) if self.packed else ("embedding", 0)
                 for begin in range(0, len(ids) if vec else 0, 900):
                     part = ids[begin : begin + 900]
-                    vectors.update((int(i), bytes(v)) for i, v in self.conn.execute(
-                        f"SELECT rowid, embedding FROM chunks_vec WHERE rowid IN ({','.join('?' * len(part))})", part))
+                    vectors.update((int(i), as_float32(bytes(v), dims).tobytes() if dims else bytes(v))
+                                   for i, v in self.conn.execute(
+                        f"SELECT rowid, {column} FROM {self._vector_table} WHERE rowid IN "
+                        f"({','.join('?' * len(part))})", part))
                 chunks = tuple(ChunkRow(int(r[0]), r[1], r[2], r[3], r[4], r[5], int(r[6]), bool(r[7]), bool(r[8]),
                                         r[9], r[10], r[11], r[12], vectors.get(int(r[0]))) for r in rows)
                 units = tuple(StoredUnit(*u) for u in self.conn.execute(
@@ -222,6 +239,7 @@ class StoreFiles:
         ids must not belong to another file here (the target of a copy is cleared first)."""
         from memfs.index.storage.records import EMBEDDED, PENDING
 
+        packed, dims = self.packed, self.dims
         with self.transaction() as conn:
             vec = self.has_vectors
             for rows in files:
@@ -244,10 +262,12 @@ class StoreFiles:
                     "INSERT INTO units(id, chunk_id, start_line, end_line, hash, text, context, vector, reading, "
                     "text_start, text_end, text_gaps) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [(u.id, *_unit_row(lines.get(u.chunk_id), u.chunk_id, u.start_line, u.end_line, u.hash, u.text,
-                                       u.context, u.vector, u.reading)) for u in rows.units])
-                conn.executemany("INSERT INTO chunks_vec(rowid, private, embedding) VALUES (?, ?, ?)",
-                                 [(c.id, int(c.private), c.vector) for c, state in zip(rows.chunks, states)
-                                  if state == EMBEDDED])
+                                       u.context, as_packed(u.vector, dims) if packed and u.vector else u.vector,
+                                       u.reading)) for u in rows.units])
+                conn.executemany(f"INSERT INTO {self._vector_table}(rowid, private, {'vector' if packed else 'embedding'}) "
+                                 "VALUES (?, ?, ?)",
+                                 [(c.id, int(c.private), as_packed(c.vector, dims) if packed else c.vector)
+                                  for c, state in zip(rows.chunks, states) if state == EMBEDDED])
                 conn.execute(
                     "INSERT INTO files(path, kind, hash, mtime, size, chunks, error, indexed_at, private, warning, "
                     "tail_hash, resume_line, resume_offset) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -266,6 +286,12 @@ class StoreFiles:
         found: list[CachedVector] = []
         if not names:
             return found
+        if self.packed:  # what the index holds, then its cache (float32 out, as the interface says)
+            dims = self.dims
+            for name in names:
+                found += [CachedVector(provider, name, h, as_float32(v, dims).tobytes())
+                          for h, v in self._cached_packed(provider, name, wanted).items()]
+            return found
         with self.lock:
             for begin in range(0, len(wanted), 500):
                 part = wanted[begin : begin + 500]
@@ -278,6 +304,15 @@ class StoreFiles:
     def put_cache_entries(self, entries: Sequence[CachedVector]) -> None:
         """Add (or replace) embedding cache entries, in one transaction."""
         now = time.time()
+        if self.packed:  # the cache keeps what the index lacks
+            dims = self.dims
+            for provider, name in sorted({(e.provider, e.model) for e in entries}):
+                mine = [e for e in entries if (e.provider, e.model) == (provider, name)]
+                held = self.held_vectors(provider, name, [e.hash for e in mine])
+                with self._writing() as conn:
+                    self._keep(conn, provider, name, [(e.hash, as_packed(e.vector, dims or len(e.vector) // 4))
+                                                      for e in mine if e.hash not in held], now)
+            return
         with self._writing() as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO cache.embedding_cache(provider, model, hash, dims, vector, created_at) "

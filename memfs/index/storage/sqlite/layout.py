@@ -29,9 +29,14 @@ from memfs.userdirs import private_file
 log = logging.getLogger(__name__)
 
 
-SCHEMA_VERSION = "7"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
+SCHEMA_VERSION = "8"  # 2: private chunks apart; 3: units; 4: warnings, appends to JSONL re-chunk the tail;
 # 5: a unit's reading (twins of facts); 6: a JSONL chunk's chat (id and title); 7: a unit's text as a
-# span of its chunk's, its hash as bytes (memfs.index.storage.sqlite.unitrows), which an index of 6 gets when opened
+# span of its chunk's, its hash as bytes (memfs.index.storage.sqlite.unitrows), which an index of 6 gets when opened;
+# 8: chunk vectors packed as units' are, in a plain table (chunk_vectors, not sqlite-vec's float32
+# chunks_vec), and the index is the embedding cache of what it holds (memfs.index.storage.sqlite.reuse).
+# An index of 7 keeps its layout, and is served as it is, until `memfs index --rebuild` makes it anew.
+LEGACY_SCHEMA = "7"
+SERVED_SCHEMAS = (LEGACY_SCHEMA, SCHEMA_VERSION)
 CACHE_PAGE = 16_384  # bytes a page of a new embedding cache (see Store.__init__)
 # From this many vectors on, KNN runs on an in-memory matrix instead of sqlite-vec's scan (at 1k
 # chunks sqlite-vec's KNN and exact similarities took ~5 ms a search, the matrix 0.1 ms; loading
@@ -89,6 +94,30 @@ _CACHE_INDEXES = {
     "embedding_cache_counted": "CREATE INDEX IF NOT EXISTS cache.embedding_cache_counted ON embedding_cache(dims)",
 }
 
+
+# The cache of an index of schema 8: vectors the index does not hold (a text read for a heading, a
+# passage since edited away), packed as the index keeps its own (``dims + 4`` bytes), the hash as
+# its 32 bytes.  Beside, not in, ``embedding_cache`` (float32, every vector made), which an index of
+# schema 7 keeps using: the cache file is shared by every workspace of its user, and an earlier
+# memfs reading a packed vector there as float32 would store a wrong one.
+VECTOR_CACHE = """CREATE TABLE IF NOT EXISTS cache.vector_cache(
+    provider TEXT NOT NULL, model TEXT NOT NULL, hash BLOB NOT NULL, vector BLOB NOT NULL, created_at REAL NOT NULL,
+    PRIMARY KEY(provider, model, hash)) WITHOUT ROWID"""
+LEGACY_CACHE = """CREATE TABLE IF NOT EXISTS cache.embedding_cache(
+    provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL,
+    dims INTEGER NOT NULL, vector BLOB NOT NULL, created_at REAL NOT NULL,
+    PRIMARY KEY(provider, model, hash)) WITHOUT ROWID"""
+# Finding a vector the index holds by its text's hash (schema 8; an index of 7 gets them when a
+# rebuild reads its vectors): on the hash's first 8 bytes (16 hex digits of a chunk's hash), a
+# third of the size of an index of the whole hash, and only of the rows that have a vector.
+HASH_INDEXES = {
+    "chunks_hash": "CREATE INDEX IF NOT EXISTS chunks_hash ON chunks(substr(hash, 1, 16)) WHERE embedded = 1",
+    "units_hash": "CREATE INDEX IF NOT EXISTS units_hash ON units(substr(hash, 1, 8)) WHERE vector IS NOT NULL",
+}
+# The write-ahead logs of the index and its cache cut back to this after a checkpoint: a 30 MB
+# import left 52 MB of WAL beside the index and 32 MB beside the cache for as long as the mount ran
+# (SQLite keeps a WAL at its largest size unless told).
+JOURNAL_LIMIT = 4 << 20
 
 _INDEX_TABLES = frozenset({"meta", "files", "chunks", "chunks_fts", "chunks_fts_vocab", "units", "private_fts",
                            "private_fts_vocab"})
@@ -161,5 +190,6 @@ def _connect(path: Path) -> apsw.Connection:
     conn.setbusytimeout(10_000)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute(f"PRAGMA main.journal_size_limit={JOURNAL_LIMIT}")
     conn.execute(f"PRAGMA main.mmap_size={MMAP_BYTES}")
     return conn

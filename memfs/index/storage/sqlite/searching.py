@@ -1,5 +1,6 @@
 """The SQLite index's search primitives: keyword candidates and exact top-k BM25 through FTS5,
-nearest chunks through sqlite-vec or an in-memory matrix, and reading chunks back by id."""
+nearest chunks through an in-memory matrix (or sqlite-vec, for a small index of schema 7), and
+reading chunks back by id."""
 
 from __future__ import annotations
 
@@ -176,10 +177,20 @@ class StoreSearching:
             return self._total[1][0 if include_private else 1]
 
     def _vector_matrix(self) -> VectorMatrix | None:
-        """The in-memory matrix for a large index (loaded or reloaded as needed), else None."""
+        """The in-memory matrix (loaded or reloaded as needed) of an index of schema 8 whatever its
+        size (its vectors are packed: 388 bytes each at 384 dimensions, read in one statement),
+        or of a large one of schema 7 (else None: sqlite-vec searches it)."""
         version = int(self.conn.execute("PRAGMA main.data_version").fetchone()[0])
         if self._matrix is not None and version == self._matrix_version:
             return self._matrix
+        if self.packed:
+            dims = self.dims
+            matrix = VectorMatrix(dims, packed=True)
+            matrix.load([(int(r[0]), r[1], bool(r[2])) for r in
+                         self.conn.execute("SELECT id, vector, private FROM chunk_vectors")
+                         if len(r[1]) == dims + 4])  # type: ignore[arg-type]
+            self._matrix, self._matrix_version = matrix, version
+            return matrix
         count = int(self.conn.execute("SELECT count(*) FROM chunks WHERE embedded = 1").fetchone()[0])
         if count < MATRIX_MIN_VECTORS:
             self._matrix = None

@@ -1,5 +1,8 @@
-"""The SQLite index of one (workspace, agent): files, chunks, FTS5 keyword index, sqlite-vec
-vectors, and the embedding cache (a separate attached file, so it survives rebuilds of the index).
+"""The SQLite index of one (workspace, agent): files, chunks, FTS5 keyword index, vectors, and the
+embedding cache (a separate attached file, so it survives rebuilds of the index).  The index is
+the cache of the vectors it holds (found by their text's hash); the cache file keeps the rest
+(:mod:`.reuse`).  An index of schema 7 keeps its chunk vectors in sqlite-vec as float32 and every
+vector in the cache too, until it is rebuilt.
 
 Chunks of private files (see :mod:`memfs.privacy`) live in their own FTS5 table and their own
 partition of the vector table.  A shared search reads only the public ones, so private text
@@ -11,7 +14,8 @@ FUSE daemon's threads and the indexing worker can share a store; other processes
 concurrently through WAL.  This module holds the store itself (opening, schema, metadata,
 transactions, status); its other concerns are mixins: :mod:`.files` (files, and copying to and
 from another store), :mod:`.embeddings` (what waits for vectors, storing them, the embedding
-cache) and :mod:`.searching` (keyword and vector primitives)."""
+cache), :mod:`.reuse` (vectors found again by hash, kept when they leave the index) and
+:mod:`.searching` (keyword and vector primitives)."""
 
 from __future__ import annotations
 
@@ -39,18 +43,25 @@ from memfs.index.storage.sqlite.layout import (
     _PROVISIONAL_LINES,
     CACHE_PAGE,
     FTS_OPTIONS,
+    HASH_INDEXES,
+    JOURNAL_LIMIT,
+    LEGACY_CACHE,
+    LEGACY_SCHEMA,
     MMAP_BYTES,
     PROVISIONAL,
     SCHEMA_VERSION,
+    SERVED_SCHEMAS,
+    VECTOR_CACHE,
     _connect,
     log,
 )
+from memfs.index.storage.sqlite.reuse import StoreReuse
 from memfs.index.storage.sqlite.searching import StoreSearching
 from memfs.index.storage.vectors import VectorMatrix
 from memfs.userdirs import private_file
 
 
-class Store(StoreFiles, StoreEmbeddings, StoreSearching):
+class Store(StoreFiles, StoreEmbeddings, StoreReuse, StoreSearching):
     """One index file (``path``) plus its embedding cache (``cache_path``): the SQLite
     :class:`memfs.index.storage.interface.IndexStore`."""
 
@@ -81,11 +92,17 @@ class Store(StoreFiles, StoreEmbeddings, StoreSearching):
         if self.conn.execute("PRAGMA cache.page_count").fetchone()[0] == 0:
             self.conn.execute(f"PRAGMA cache.page_size={CACHE_PAGE}")
         self.conn.execute("PRAGMA cache.journal_mode=WAL")
+        self.conn.execute(f"PRAGMA cache.journal_size_limit={JOURNAL_LIMIT}")
         self.conn.execute(f"PRAGMA cache.mmap_size={MMAP_BYTES}")
         if migrate:
             self._migrate()
-        # An index made by an earlier version is only read until it is rebuilt (Memory does).
-        self.outdated = self._schema_found() not in (None, SCHEMA_VERSION)
+        # An index made by an earlier version is only read until it is rebuilt (Memory does);
+        # one of schema 7 is served as it is (its vectors float32 in sqlite-vec) until rebuilt.
+        found = self._schema_found()
+        self.outdated = found not in (None, *SERVED_SCHEMAS)
+        self.packed = found != LEGACY_SCHEMA  # chunk vectors packed; the index is its own cache
+        self.donor: Store | None = None  # an index a rebuild reads vectors from (see StoreReuse)
+        self._built: tuple[str | None, dict[str, object] | None] = (None, None)  # the fingerprint, parsed
         if not self.outdated:
             self._create_schema()
             self._day_index()
@@ -166,14 +183,49 @@ class Store(StoreFiles, StoreEmbeddings, StoreSearching):
         with self.lock:
             self.conn.execute("PRAGMA main.wal_checkpoint(TRUNCATE)")
             self.conn.execute("PRAGMA main.journal_mode=DELETE")
+            self.conn.execute("PRAGMA cache.wal_checkpoint(TRUNCATE)")
+
+    def checkpoint(self, over: int = JOURNAL_LIMIT, wait_ms: int = 200) -> bool:
+        """The index's and the cache's write-ahead logs folded into their files and emptied when
+        either is larger than ``over`` bytes: after a big write (an import, a catch-up) or once
+        the backlog is embedded (otherwise a WAL keeps the size of the largest transaction since
+        it was last emptied; journal_size_limit cuts it back only when a checkpoint reaches its
+        end while a writer starts it again).  Waits at most ``wait_ms`` for readers in the middle
+        of a read (a search), then leaves it to the next time (False)."""
+        if all(not wal.exists() or wal.stat().st_size <= over
+               for wal in (Path(f"{self.path}-wal"), Path(f"{self.cache_path}-wal"))):
+            return True
+        done = True
+        with self.lock:
+            if self._depth:
+                return False  # inside a batch: its transaction is not written yet
+            self.conn.setbusytimeout(wait_ms)
+            try:
+                for schema in ("main", "cache"):
+                    busy = self.conn.execute(f"PRAGMA {schema}.wal_checkpoint(TRUNCATE)").fetchone()[0]
+                    done = done and not busy
+            except apsw.BusyError:
+                done = False
+            finally:
+                self.conn.setbusytimeout(10_000)
+        return done
 
     def _schema_ready(self) -> bool:
         """Whether every table is there already (read without a write lock, so opening an index
         never waits on a busy, or stopped, writer)."""
         main = {r[0] for r in self.conn.execute("SELECT name FROM main.sqlite_master WHERE type = 'table'")}
         cache = {r[0] for r in self.conn.execute("SELECT name FROM cache.sqlite_master WHERE type = 'table'")}
-        return (_INDEX_TABLES <= main and "embedding_cache" in cache
-                and self._schema_found() == SCHEMA_VERSION and self.get_meta("generation") is not None)
+        return (_INDEX_TABLES <= main and self._cache_table in cache
+                and self._schema_found() in SERVED_SCHEMAS and self.get_meta("generation") is not None)
+
+    @property
+    def _cache_table(self) -> str:
+        """The cache's table this index reads and writes (see :data:`.layout.VECTOR_CACHE`)."""
+        return "vector_cache" if self.packed else "embedding_cache"
+
+    @property
+    def _vector_table(self) -> str:
+        return "chunk_vectors" if self.packed else "chunks_vec"
 
     def _create_schema(self) -> None:
         if self._schema_ready():
@@ -208,14 +260,14 @@ class Store(StoreFiles, StoreEmbeddings, StoreSearching):
                 CREATE INDEX IF NOT EXISTS units_pending ON units(id) WHERE vector IS NULL;
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts USING fts5(body, {FTS_OPTIONS});
                 CREATE VIRTUAL TABLE IF NOT EXISTS private_fts_vocab USING fts5vocab(private_fts, row);
-                CREATE TABLE IF NOT EXISTS cache.embedding_cache(
-                    provider TEXT NOT NULL, model TEXT NOT NULL, hash TEXT NOT NULL,
-                    dims INTEGER NOT NULL, vector BLOB NOT NULL, created_at REAL NOT NULL,
-                    PRIMARY KEY(provider, model, hash)) WITHOUT ROWID;
+                {VECTOR_CACHE if self.packed else LEGACY_CACHE};
                 INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', '{SCHEMA_VERSION}');
                 INSERT OR IGNORE INTO meta(key, value) VALUES ('generation', '0');
                 """
             )
+            if self.packed:
+                for sql in HASH_INDEXES.values():
+                    self.conn.execute(sql)
 
     def _day_index(self) -> None:
         """Indexes added after schema 6 (an index of an earlier memfs gets them here, without a
@@ -230,11 +282,13 @@ class Store(StoreFiles, StoreEmbeddings, StoreSearching):
             have = {str(r[0]) for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'index' UNION "
                                                           "SELECT name FROM cache.sqlite_master WHERE type = 'index'")}
         missing = [sql for name, sql in _LATE_INDEXES.items() if name not in have]
+        if self.packed:
+            missing += [sql for name, sql in HASH_INDEXES.items() if name not in have]
         if missing:
             with self._writing():
                 for sql in missing:
                     self.conn.execute(sql)
-        for name, sql in _CACHE_INDEXES.items():
+        for name, sql in _CACHE_INDEXES.items() if not self.packed else ():
             if name not in have:
                 try:
                     with self._writing():
@@ -255,7 +309,9 @@ class Store(StoreFiles, StoreEmbeddings, StoreSearching):
     @property
     def fingerprint(self) -> dict[str, object] | None:
         raw = self.get_meta("fingerprint")
-        return None if raw is None else json.loads(raw)
+        if raw != self._built[0]:
+            self._built = (raw, None if raw is None else json.loads(raw))
+        return None if self._built[1] is None else dict(self._built[1])
 
     def set_fingerprint(self, fingerprint: dict[str, object], dims: int) -> None:
         """Record what built this index and create the vector table for ``dims``."""
@@ -264,18 +320,35 @@ class Store(StoreFiles, StoreEmbeddings, StoreSearching):
                 "INSERT OR REPLACE INTO meta(key, value) VALUES ('fingerprint', ?)",
                 (json.dumps(fingerprint, sort_keys=True),),
             )
-            if dims:
+            self.conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('dims', ?)", (str(int(dims)),))
+            if dims and self.packed:
+                # Each vector as its int8 codes and scale (memfs.index.storage.vectors.pack_unit_vector):
+                # searched in memory (VectorMatrix), never by SQL. sqlite-vec's float32 table took
+                # 4 * dims bytes a vector and reserved room for 1,024 at a time (1.6 MB for a
+                # conversation of 215 chunks).
+                self.conn.execute("CREATE TABLE IF NOT EXISTS chunk_vectors(id INTEGER PRIMARY KEY, "
+                                  "private INTEGER NOT NULL, vector BLOB NOT NULL)")
+            elif dims:
                 self.conn.execute(
                     f"CREATE VIRTUAL TABLE IF NOT EXISTS chunks_vec USING "
                     f"vec0(private integer partition key, embedding float[{int(dims)}] distance_metric=cosine)"
                 )
 
     @property
+    def dims(self) -> int:
+        """The dimensions of this index's vectors (0: none, or not known yet)."""
+        raw = self.get_meta("dims")
+        if raw is not None:
+            return int(raw)
+        fingerprint = self.fingerprint or {}
+        return int(fingerprint.get("dims") or 0)  # type: ignore[call-overload]
+
+    @property
     def has_vectors(self) -> bool:
         if self._has_vectors:
             return True  # the vector table, once created, stays for the life of the file
         with self.lock:
-            row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'chunks_vec'").fetchone()
+            row = self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = ?", (self._vector_table,)).fetchone()
         self._has_vectors = row is not None
         return self._has_vectors
 
@@ -341,7 +414,7 @@ class Store(StoreFiles, StoreEmbeddings, StoreSearching):
                                      hidden).fetchall()
             # Through embedding_cache_counted (_CACHE_INDEXES) once it is made; kept exact: a
             # daemon's status and a command's own must print the same bytes.
-            cached = self.conn.execute("SELECT count(*) FROM cache.embedding_cache").fetchone()[0]
+            cached = self.conn.execute(f"SELECT count(*) FROM cache.{self._cache_table}").fetchone()[0]
         return status_counts(files, chunks, units, owed, cached, self.has_vectors)
 
     def size_bytes(self) -> int:

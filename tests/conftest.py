@@ -132,12 +132,12 @@ def make_config(state_dir: Path, index_backend: str, request: pytest.FixtureRequ
     return build
 
 
-@pytest.fixture
-def make_memory(make_config: Callable[..., Config]) -> Iterator[Callable[..., Memory]]:
+def _closing_all(make: Callable[..., Memory]) -> Iterator[Callable[..., Memory]]:
+    """A fixture's body: ``make`` handed to the test, every Memory it made closed afterwards."""
     opened: list[Memory] = []
 
-    def build(workspace: Path, agent: str = "main", **settings: object) -> Memory:
-        memory = Memory(make_config(workspace, agent, **settings))
+    def build(*args: object, **settings: object) -> Memory:
+        memory = make(*args, **settings)
         opened.append(memory)
         return memory
 
@@ -147,6 +147,14 @@ def make_memory(make_config: Callable[..., Config]) -> Iterator[Callable[..., Me
             memory.close()
         except Exception:
             pass
+
+
+@pytest.fixture
+def make_memory(make_config: Callable[..., Config]) -> Iterator[Callable[..., Memory]]:
+    def build(workspace: Path, agent: str = "main", **settings: object) -> Memory:
+        return Memory(make_config(workspace, agent, **settings))
+
+    yield from _closing_all(build)
 
 
 def begin_schema_7(cfg: Config) -> Path:
@@ -169,7 +177,6 @@ def begin_schema_7(cfg: Config) -> Path:
 @pytest.fixture
 def make_memory_7(make_config: Callable[..., Config]) -> Iterator[Callable[..., Memory]]:
     """``make_memory`` for an index of schema 7 (see :func:`begin_schema_7`; SQLite only)."""
-    opened: list[Memory] = []
 
     def build(workspace: Path, agent: str = "main", **settings: object) -> Memory:
         cfg = make_config(workspace, agent, **settings)
@@ -181,15 +188,9 @@ def make_memory_7(make_config: Callable[..., Config]) -> Iterator[Callable[..., 
             begin_schema_7(cfg)
         memory = Memory(cfg)
         assert memory.store.packed is False
-        opened.append(memory)
         return memory
 
-    yield build
-    for memory in opened:
-        try:
-            memory.close()
-        except Exception:
-            pass
+    yield from _closing_all(build)
 
 
 def write(path: Path, text: str) -> Path:

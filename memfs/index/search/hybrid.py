@@ -44,6 +44,7 @@ from memfs.index.search.coverage import terms_present
 from memfs.index.search.snippets import (
     MERGE_FLOOR,
     MERGE_FLOOR_ONCE,
+    cut,
     passage,
     trimmed,
     unshown,
@@ -677,8 +678,8 @@ def hybrid_search(store: IndexStore, query: str, query_vector: QueryVector, para
             if item.chunk.jsonl and item.unit.start_line == item.unit.end_line:
                 # A paragraph of a long message whose line an earlier result cites, but with
                 # another of its paragraphs (the message was cut across chunks): this one alone.
-                start, end, snippet = item.unit.start_line, item.unit.end_line, _cut(item.unit.text,
-                                                                                    params.snippet_chars)
+                start, end, snippet = item.unit.start_line, item.unit.end_line, cut(item.unit.text.strip("\n"),
+                                                                                   params.snippet_chars)
             else:
                 # Two results of one file never overlap: this one keeps only lines no earlier
                 # result shows (those are at a better rank already), the part around its own unit.
@@ -714,11 +715,6 @@ def _shown(results: list[SearchResult], item: _Scored) -> bool:
             if not item.chunk.jsonl or unit.start_line != unit.end_line or unit.text.strip() in r.snippet:
                 return True
     return False
-
-
-def _cut(text: str, limit: int) -> str:
-    text = text.strip("\n")
-    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
 
 
 def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float,

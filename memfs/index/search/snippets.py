@@ -43,6 +43,11 @@ MERGE_FLOOR_ONCE = 0.19
 MERGE_GAP = 2
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` within ``limit`` characters, an ellipsis where it was cut."""
+    return text if len(text) <= limit else text[: max(0, limit - 1)].rstrip() + "…"
+
+
 def passage(unit: StoredUnit) -> tuple[int, int, str]:
     """Which passage of the file a unit reads: its lines, and its text (the paragraphs of one long
     message share its line); twins (units.twins) read one passage two ways."""
@@ -73,7 +78,7 @@ def window(unit: StoredUnit, chunk: StoredChunk, order: list[StoredUnit], by_uni
     lo = hi = position
     text = text_of(lo, hi)
     if len(text) > limit:
-        return order[lo].start_line, order[hi].end_line, text[: max(0, limit - 1)].rstrip() + "…"
+        return order[lo].start_line, order[hi].end_line, cut(text, limit)
     anchor = vectors.get(unit.id)
 
     def joins(neighbour: StoredUnit) -> float | None:

@@ -710,11 +710,9 @@ def _shown(results: list[SearchResult], item: _Scored) -> bool:
     there, and, for a message (whose paragraphs all cite its one line, and may lie in different
     chunks when it is longer than one), its text is in that result's snippet."""
     unit = item.unit
-    for r in results:
-        if r.path == item.chunk.path and r.start_line <= unit.start_line and unit.end_line <= r.end_line:
-            if not item.chunk.jsonl or unit.start_line != unit.end_line or unit.text.strip() in r.snippet:
-                return True
-    return False
+    by_lines = not item.chunk.jsonl or unit.start_line != unit.end_line
+    return any(r.path == item.chunk.path and r.start_line <= unit.start_line and unit.end_line <= r.end_line
+               and (by_lines or unit.text.strip() in r.snippet) for r in results)
 
 
 def _mmr_pick(remaining: list[_Scored], chosen: list[np.ndarray], lam: float,

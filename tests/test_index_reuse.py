@@ -117,6 +117,58 @@ def test_a_text_indexed_again_is_not_embedded_again_though_the_cache_keeps_only_
         memory.close()
 
 
+def test_the_index_gives_one_vector_for_each_text_asked_in_either_hash_form_under_its_own_model(
+        workspace_with_both: Path, make_config, provider: LocalProvider) -> None:
+    """held_vectors, which a close asks for every passage of the file: one vector per text, the
+    first row holding it (a line many files repeat is held by a unit in each), found whether the
+    unit's hash is packed or hex (an older index), and only among the rows of files its model
+    name reads (a chat's line and the same line in a daily log are read differently)."""
+    ws = workspace_with_both
+    for day in range(9, 14):  # the same day's log five times more: each of its lines in six files
+        shutil.copy(ws / "memory" / "2023-05-08.md", ws / "memory" / f"2023-05-{day:02d}.md")
+    memory = Memory(make_config(ws), provider=provider)
+    if memory.store.backend != "sqlite":
+        pytest.skip("the SQLite index")
+    try:
+        memory.index()
+        assert memory.pending == 0
+        store, conn = memory.store, memory.store.conn
+        built, models = store._models()
+        by_kind = {kind: model for model, kinds in models.items() for kind in kinds}
+        rows = conn.execute(
+            f"SELECT {HASH_SQL}, u.vector, f.kind, u.id FROM units u JOIN chunks c ON c.id = u.chunk_id "
+            "JOIN files f ON f.path = c.path WHERE u.vector IS NOT NULL ORDER BY u.id").fetchall()
+        log_rows = [r for r in rows if r[2] == "daily_log"]
+        chat_rows = [r for r in rows if r[2] == "sync"]
+        repeated = [h for h in dict.fromkeys(r[0] for r in log_rows) if sum(r[0] == h for r in log_rows) >= 6]
+        assert len(repeated) >= 10
+        chunk_hash, chunk_vector = conn.execute(
+            "SELECT c.hash, v.vector FROM chunks c JOIN chunk_vectors v ON v.id = c.id ORDER BY c.id").fetchone()
+        unknown = "0" * 64
+        asked = [*repeated, chunk_hash, unknown, repeated[0]]
+        found = store.held_vectors(built, by_kind["daily_log"], asked)
+        assert set(found) == {*repeated, chunk_hash}
+        assert found[chunk_hash] == bytes(chunk_vector)
+        first = {}
+        for digest, vector, _, _ in log_rows:
+            first.setdefault(digest, bytes(vector))
+        assert all(found[h] == first[h] for h in repeated)
+
+        # Under the chats' model name: a chat's own vector of a line, never the daily log's.
+        shared = [r[0] for r in chat_rows if r[0] in first]
+        chats = store.held_vectors(built, by_kind["sync"], [r[0] for r in chat_rows])
+        assert chats and all(chats[h] == bytes(v) for h, v, _, _ in chat_rows if h in chats)
+        assert all(chats[h] != first[h] for h in shared if h in chats)
+        assert not store.held_vectors(built, by_kind["sync"], [h for h in repeated if h not in {r[0] for r in chat_rows}])
+
+        # A unit whose hash an older index stored as hex text is found too.
+        digest, vector, _, unit_id = log_rows[0]
+        conn.execute("UPDATE units SET hash = ? WHERE hash = ?", (digest, bytes.fromhex(digest)))
+        assert store.held_vectors(built, by_kind["daily_log"], [digest]) == {digest: bytes(vector)}
+    finally:
+        memory.close()
+
+
 def test_chunk_vectors_are_packed_in_a_plain_table(workspace_with_both: Path, make_memory) -> None:
     memory = make_memory(workspace_with_both)
     if memory.store.backend != "sqlite":

@@ -67,3 +67,19 @@ def test_overlapping_rules_mask_once():
     jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U"
     masked = secrets.mask(f"Authorization: Bearer {jwt}")
     assert masked.count(secrets.MARK) == 1 and jwt not in masked
+
+
+def test_the_assignment_rules_gate_passes_every_text_its_pattern_would_match(monkeypatch):
+    """The gate (a credential's name and an assignment, searched before the pattern) only spares
+    the pattern's scan of text it could not match: ungated, every text finds the same."""
+    import dataclasses
+
+    texts = [t for t, _, _ in positives()] + negatives() + [
+        "API_KEY : sk9f8a7s6d5f", "token=>'abcdef123'", "Password = \"hunter2!\"", "credentials: s3cr3tv4lue",
+        "KEY\t=\tvalue12345", "client-secret=Zx81kd02", "accessToken: ghs123456789", "the key moment was the monkey",
+        "my passwords are in the keychain", "tokens: 4096", "Ключ key=ЗначениеДлинное",
+    ]
+    gated = [secrets.find(t) for t in texts]
+    monkeypatch.setattr(secrets, "RULES", tuple(dataclasses.replace(r, gate=None) for r in secrets.RULES))
+    assert [secrets.find(t) for t in texts] == gated
+    assert any(f.rule == "assignment" for found in gated for f in found)

@@ -30,7 +30,7 @@ import apsw
 
 from memfs.index.embedding.fingerprint import cache_model
 from memfs.index.storage.sqlite.layout import HASH_INDEXES, log
-from memfs.index.storage.sqlite.unitrows import HASH_SQL, pack_hash
+from memfs.index.storage.sqlite.unitrows import HASH_SQL, hash_forms, pack_hash
 from memfs.index.storage.vectors import as_packed
 from memfs.workspace import FileKind
 
@@ -77,32 +77,30 @@ class StoreReuse:
         if provider != built or not kinds or not wanted or not self.has_vectors:
             return {}
         self._hash_indexes()
+        # One row per text asked, the first found: a line that recurs (a heading, a quoted turn)
+        # is held by as many units as files hold it, and taking every one of them cost a close of
+        # a small note ~4 ms at 20k units (issue #45); ``LIMIT 1`` stops at the first.
         scope, join = ("", "") if len(kinds) == len(FileKind) else (
             f" AND f.kind IN ({','.join('?' * len(kinds))})", " CROSS JOIN files f ON f.path = c.path")
         vectors = (f"CROSS JOIN {self._vector_table} v ON v.rowid = c.id", "v.vector" if self.packed else "v.embedding")
+        chunk = (f"SELECT {vectors[1]} FROM chunks c INDEXED BY chunks_hash{join} {vectors[0]} WHERE "
+                 f"substr(c.hash, 1, 16) = substr(a.hex, 1, 16) AND c.hash = a.hex AND c.embedded = 1{scope} LIMIT 1")
+        unit = ("SELECT u.vector FROM units u INDEXED BY units_hash CROSS JOIN chunks c ON c.id = u.chunk_id"
+                f"{join} WHERE substr(u.hash, 1, 8) = substr(a.{{0}}, 1, 8) AND u.hash = a.{{0}} AND u.vector IS NOT NULL"
+                f"{scope} LIMIT 1")
+        extra = tuple(kinds) if scope else ()
         found: dict[str, bytes] = {}
         with self.lock:
             for begin in range(0, len(wanted), _BATCH):
                 part = wanted[begin : begin + _BATCH]
-                asked = set(part)
-                prefixes = sorted({h[:16] for h in part})
-                for digest, blob in self.conn.execute(
-                        f"SELECT c.hash, {vectors[1]} FROM chunks c INDEXED BY chunks_hash{join} {vectors[0]} "
-                        f"WHERE substr(c.hash, 1, 16) IN ({','.join('?' * len(prefixes))}) AND c.embedded = 1{scope}",
-                        (*prefixes, *(kinds if scope else ()))):
-                    if digest in asked:
+                rows = ",".join("(?, ?)" for _ in part)
+                # A unit's hash is packed, or hex in an older index: both forms are asked.
+                sql = (f"WITH a(hex, packed) AS (VALUES {rows}) SELECT a.hex, coalesce(({chunk}), "
+                       f"({unit.format('packed')}), ({unit.format('hex')})) FROM a")
+                args = [x for h in part for x in (h, pack_hash(h))] + [*extra, *extra, *extra]  # in the text's order
+                for digest, blob in self.conn.execute(sql, args):
+                    if blob is not None:
                         found[str(digest)] = bytes(blob)
-                rest = [h for h in part if h not in found]
-                if not rest:
-                    continue
-                forms = {h[:8] for h in rest} | {form[:8] for h in rest if isinstance(form := pack_hash(h), bytes)}
-                for digest, blob in self.conn.execute(
-                        f"SELECT u.hash, u.vector FROM units u INDEXED BY units_hash CROSS JOIN chunks c ON c.id = u.chunk_id"
-                        f"{join} WHERE substr(u.hash, 1, 8) IN ({','.join('?' * len(forms))}) AND u.vector IS NOT NULL"
-                        f"{scope}", (*forms, *(kinds if scope else ()))):
-                    text = digest.hex() if isinstance(digest, bytes) else str(digest)
-                    if text in asked and text not in found:
-                        found[text] = bytes(blob)
         return found
 
     def _cached_packed(self, provider: str, model: str, wanted: list[str]) -> dict[str, bytes]:

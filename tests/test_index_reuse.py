@@ -162,7 +162,7 @@ def test_the_index_gives_one_vector_for_each_text_asked_in_either_hash_form_unde
         assert not store.held_vectors(built, by_kind["sync"], [h for h in repeated if h not in {r[0] for r in chat_rows}])
 
         # A unit whose hash an older index stored as hex text is found too.
-        digest, vector, _, unit_id = log_rows[0]
+        digest, vector, _, _ = log_rows[0]
         conn.execute("UPDATE units SET hash = ? WHERE hash = ?", (digest, bytes.fromhex(digest)))
         assert store.held_vectors(built, by_kind["daily_log"], [digest]) == {digest: bytes(vector)}
     finally:

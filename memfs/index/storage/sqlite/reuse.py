@@ -30,7 +30,7 @@ import apsw
 
 from memfs.index.embedding.fingerprint import cache_model
 from memfs.index.storage.sqlite.layout import HASH_INDEXES, log
-from memfs.index.storage.sqlite.unitrows import HASH_SQL, hash_forms, pack_hash
+from memfs.index.storage.sqlite.unitrows import HASH_SQL, pack_hash
 from memfs.index.storage.vectors import as_packed
 from memfs.workspace import FileKind
 

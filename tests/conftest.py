@@ -46,15 +46,36 @@ def _on_demand_daemons(root: Path) -> set[int]:
     return pids
 
 
+def _embedding_services(root: Path) -> set[int]:
+    """Pids of the embedding services (detached, idle for 15 minutes before they stop) whose
+    folder lies under ``root``: a test that gives a command a runtime folder of its own would
+    otherwise leave the model's process behind it."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"memfs.index.embedding.service" not in argv or b"--folder" not in argv:
+            continue
+        folder = argv[argv.index(b"--folder") + 1] if argv.index(b"--folder") + 1 < len(argv) else b""
+        if Path(os.fsdecode(folder)).is_relative_to(root):
+            pids.add(int(entry.name))
+    return pids
+
+
 @pytest.fixture(autouse=True)
 def no_daemon_left(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every daemon a test started on demand stops with the test, however the test ended."""
+    """Every daemon a test started on demand, and every embedding service it started in a
+    folder of its own, stops with the test, however the test ended."""
     # Taken before the test, so that tmp_path is torn down after this fixture, not before.
     root = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
     yield
     if root is None:
         return
-    pids = _on_demand_daemons(root)
+    pids = _on_demand_daemons(root) | _embedding_services(root)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
     deadline = time.monotonic() + 20

@@ -62,7 +62,7 @@ def test_a_tenant_indexes_its_own_partition_only(db: str) -> None:
         for tenant in (a.tenant_id, b.tenant_id):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(f"CREATE INDEX ON memfs.chunks_t{tenant} USING hnsw "
-                             f"((embedding::vector({DIMS})) vector_cosine_ops)")
+                             f"((embedding::halfvec({DIMS})) halfvec_cosine_ops)")
         # The function takes no tenant: there is no way to name b's partition to it.
         with pytest.raises(psycopg.errors.UndefinedFunction):
             conn.execute("SELECT memfs.vector_index(%s::bigint, %s)", (b.tenant_id, DIMS))
@@ -114,7 +114,7 @@ def test_a_store_reaching_the_threshold_gets_its_index(tmp_path: Path, pg_index)
             store.conn.execute("SET LOCAL enable_seqscan = off")  # as knn.vector_candidates does
             plan = "\n".join(r[0] for r in store.conn.execute(
                 f"EXPLAIN SELECT chunk_id FROM memfs.chunks WHERE tenant_id = %s::bigint AND embedding IS NOT NULL "
-                f"ORDER BY embedding::vector({DIMS}) <=> %s::vector({DIMS}) LIMIT 20", (store.tenant, literal)))
+                f"ORDER BY embedding::halfvec({DIMS}) <=> %s::halfvec({DIMS}) LIMIT 20", (store.tenant, literal)))
         assert f"chunks_t{store.tenant}_hnsw_{DIMS}" in plan, plan
         found = store.vector_candidates(query, 20)
         assert len(found) == 20

@@ -1,8 +1,8 @@
 """Nearest chunks by cosine on PostgreSQL + pgvector, one tenant at a time.
 
-``memfs.chunks.embedding`` has no fixed dimension (each tenant picks its model), so each tenant
-partition gets its own HNSW index on ``(embedding::vector(N))`` once it holds :data:`EXACT_MAX`
-chunks: the tenant's own store asks for it (:func:`build_index`, through the schema's
+``memfs.chunks.embedding`` (a ``halfvec``, float16, since schema v7) has no fixed dimension (each
+tenant picks its model), so each tenant partition gets its own HNSW index on
+``(embedding::halfvec(N))`` once it holds :data:`EXACT_MAX` chunks: the tenant's own store asks for it (:func:`build_index`, through the schema's
 ``memfs.vector_index``, which runs as the schema's owner since a tenant role owns nothing, and
 indexes the caller's own partition only); :func:`create_index` is the same for an admin.  A query names
 its tenant (``tenant_id = %s``: the planner reads that partition and its index alone) and uses
@@ -43,7 +43,7 @@ def create_index(conn: psycopg.Connection, tenant_id: int, dims: int) -> str:
     tenant, dims = int(tenant_id), int(dims)
     name = index_name(tenant, dims)
     conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON memfs.chunks_t{tenant} "
-                 f"USING hnsw ((embedding::vector({dims})) vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+                 f"USING hnsw ((embedding::halfvec({dims})) halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)")
     return name
 
 
@@ -104,9 +104,9 @@ def vector_candidates(conn: psycopg.Connection, tenant_id: int, query: Sequence[
         conn.execute("SELECT " + ", ".join("set_config(%s, %s, true)" for _ in settings),
                      [part for item in settings.items() for part in item])
         rows = conn.execute(
-            f"SELECT chunk_id, embedding::vector({dims}) <=> %s::vector({dims}) AS distance FROM memfs.chunks "
+            f"SELECT chunk_id, embedding::halfvec({dims}) <=> %s::halfvec({dims}) AS distance FROM memfs.chunks "
             f"WHERE tenant_id = %s::bigint AND embedding IS NOT NULL{scope} "
-            f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s",
+            f"ORDER BY embedding::halfvec({dims}) <=> %s::halfvec({dims}) LIMIT %s",
             (vector, int(tenant_id), vector, int(k))).fetchall()
     found = [(int(r[0]), 1.0 - float(r[1])) for r in rows]
     found.sort(key=lambda item: (-item[1], item[0]))  # relaxed order: nearly sorted, not quite

@@ -6,10 +6,10 @@ each migration once, and is idempotent.  What the tables hold mirrors the SQLite
 (:mod:`memfs.index.storage.sqlite.store`) per tenant:
 
 * ``files``, ``chunks``, ``units``, ``meta`` (fingerprint, generations): the SQLite tables of the
-  same names, with ``tenant_id`` first in every key.  Vectors are pgvector columns
-  (``chunks.embedding``, ``units.vector``) without a fixed dimension: the model, hence the
+  same names, with ``tenant_id`` first in every key.  A chunk's vector is a pgvector column
+  (``chunks.embedding``, ``halfvec`` since v7) without a fixed dimension: the model, hence the
   dimension, is a tenant's choice, so each tenant partition gets its own HNSW index on
-  ``(embedding::vector(N))`` once its fingerprint is known.
+  ``(embedding::halfvec(N))`` once its fingerprint is known.  A unit's is packed bytes (v4).
 * ``chunk_terms``, ``term_df``, ``corpus_stats``: what BM25 needs (``ts_rank`` is not BM25): a
   chunk's term frequencies (its length is ``chunks.length``), and per tenant the document
   frequency of each term, the number of chunks and their total length, kept apart for private and
@@ -259,24 +259,17 @@ def _v4(conn: psycopg.Connection, names: Names) -> None:
     """)
 
 
-def _v5(conn: psycopg.Connection, names: Names) -> None:
-    """A tenant builds the HNSW index of its own partition, with no admin at hand: a tenant role
-    owns nothing, and only a table's owner may index it, so ``memfs.vector_index(dims, build)``
-    runs as the schema's owner (SECURITY DEFINER) and takes no tenant id: the tenant is the one
-    the calling login writes (``memfs.access`` for ``session_user``, the authenticated login,
-    since ``current_user`` inside is the owner), so a tenant can index its own partition only.
-    It drops the partition's HNSW indexes of other dimensions (a model change: the old
-    expression would refuse every new vector) and, with ``build``, makes the one of ``dims``
-    (idempotent; two callers of one tenant wait for each other).  A plain
-    CREATE INDEX: CONCURRENTLY cannot run inside a function; the build blocks writes to that one
-    partition (other tenants and every read go on) for as long as it takes, once.
-    ``search_path`` is pinned to the catalog and pgvector's schema (the opclass and type), and
-    the parameters are an integer and a boolean, so nothing of the caller's reaches the SQL."""
-    vector_schema = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
-                                 "WHERE e.extname = 'vector'").fetchone()[0]
-    g = names.tenant_group
-    conn.execute(f"""
-        CREATE FUNCTION memfs.vector_index(dims integer, build boolean DEFAULT true) RETURNS text
+def _vector_schema(conn: psycopg.Connection) -> str:
+    """The schema pgvector's types and operator classes live in."""
+    return str(conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace "
+                            "WHERE e.extname = 'vector'").fetchone()[0])
+
+
+def _vector_index_sql(vector_schema: str, group: str, kind: str, replace: bool = False) -> str:
+    """The SQL of ``memfs.vector_index`` (see :func:`_v5`) for chunk vectors of pgvector type ``kind``
+    (``vector`` until v7, ``halfvec`` since)."""
+    return f"""
+        CREATE {"OR REPLACE " if replace else ""}FUNCTION memfs.vector_index(dims integer, build boolean DEFAULT true) RETURNS text
         LANGUAGE plpgsql SECURITY DEFINER VOLATILE
         SET search_path = pg_catalog, "{vector_schema}", pg_temp
         AS $fn$
@@ -314,8 +307,8 @@ def _v5(conn: psycopg.Connection, names: Names) -> None:
                 RETURN NULL;
             END IF;
             IF to_regclass(format('memfs.%I', wanted)) IS NULL THEN
-                EXECUTE format('CREATE INDEX %I ON memfs.%I USING hnsw ((embedding::vector(%s)) '
-                               'vector_cosine_ops) WITH (m = 16, ef_construction = 64)', wanted, part, dims);
+                EXECUTE format('CREATE INDEX %I ON memfs.%I USING hnsw ((embedding::{kind}(%s)) '
+                               '{kind}_cosine_ops) WITH (m = 16, ef_construction = 64)', wanted, part, dims);
                 -- The planner's statistics of a partition that just grew: without them it may
                 -- think the partition holds a row and keep to a btree and a sort.
                 EXECUTE format('ANALYZE memfs.%I', part);
@@ -324,8 +317,24 @@ def _v5(conn: psycopg.Connection, names: Names) -> None:
         END
         $fn$;
         REVOKE ALL ON FUNCTION memfs.vector_index(integer, boolean) FROM PUBLIC;
-        GRANT EXECUTE ON FUNCTION memfs.vector_index(integer, boolean) TO {g};
-    """)
+        GRANT EXECUTE ON FUNCTION memfs.vector_index(integer, boolean) TO {group};
+    """
+
+
+def _v5(conn: psycopg.Connection, names: Names) -> None:
+    """A tenant builds the HNSW index of its own partition, with no admin at hand: a tenant role
+    owns nothing, and only a table's owner may index it, so ``memfs.vector_index(dims, build)``
+    runs as the schema's owner (SECURITY DEFINER) and takes no tenant id: the tenant is the one
+    the calling login writes (``memfs.access`` for ``session_user``, the authenticated login,
+    since ``current_user`` inside is the owner), so a tenant can index its own partition only.
+    It drops the partition's HNSW indexes of other dimensions (a model change: the old
+    expression would refuse every new vector) and, with ``build``, makes the one of ``dims``
+    (idempotent; two callers of one tenant wait for each other).  A plain
+    CREATE INDEX: CONCURRENTLY cannot run inside a function; the build blocks writes to that one
+    partition (other tenants and every read go on) for as long as it takes, once.
+    ``search_path`` is pinned to the catalog and pgvector's schema (the opclass and type), and
+    the parameters are an integer and a boolean, so nothing of the caller's reaches the SQL."""
+    conn.execute(_vector_index_sql(_vector_schema(conn), names.tenant_group, "vector"))
 
 
 
@@ -349,6 +358,32 @@ def _v6(conn: psycopg.Connection, names: Names) -> None:
         DROP TABLE memfs.embedding_cache;
     """)
 
+def _v7(conn: psycopg.Connection, names: Names) -> None:
+    """Chunk vectors and the tenant's embedding cache as pgvector's ``halfvec`` (float16: 2 bytes
+    a dimension instead of 4; issue #45).  The HNSW indexes are rebuilt on ``halfvec(N)`` with
+    ``halfvec_cosine_ops`` for the partitions that had one (dropped first: their expression was
+    ``vector(N)``), and ``memfs.vector_index`` builds those from now on.  Ranking is that of the
+    float32 vectors to float16's precision (about 3 significant digits of each component: the dev
+    set's recall moved by at most .001 in any column, docs/benchmarks.md).  The conversion runs
+    here, in ``memfs pg init`` with the admin's DSN, in one transaction: the tables are rewritten
+    once, never at a mount (a memfs that needs v7 refuses an older schema with one line)."""
+    indexes = [str(r[0]) for r in conn.execute(
+        "SELECT c.relname FROM pg_class c WHERE c.relnamespace = 'memfs'::regnamespace AND c.relkind = 'i' "
+        "AND c.relname ~ '^chunks_t[0-9]+_hnsw_[0-9]+$'").fetchall()]
+    for name in indexes:
+        conn.execute(f'DROP INDEX memfs."{name}"')
+    conn.execute("""
+        ALTER TABLE memfs.chunks ALTER COLUMN embedding TYPE halfvec USING embedding::halfvec;
+        ALTER TABLE memfs.tenant_embeddings ALTER COLUMN vector TYPE halfvec USING vector::halfvec;
+    """)
+    conn.execute(_vector_index_sql(_vector_schema(conn), names.tenant_group, "halfvec", replace=True))
+    for name in indexes:
+        part, dims = name.rsplit("_hnsw_", 1)
+        conn.execute(f'CREATE INDEX "{name}" ON memfs."{part}" USING hnsw ((embedding::halfvec({int(dims)})) '
+                     "halfvec_cosine_ops) WITH (m = 16, ef_construction = 64)")
+        conn.execute(f'ANALYZE memfs."{part}"')
+
+
 # (version, what it does, how): append only; a released migration is never edited.  A migration
 # that adds a table to PARTITIONED must also make its partitions for the tenants already there.
 MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], ...] = (
@@ -358,6 +393,7 @@ MIGRATIONS: tuple[tuple[int, str, Callable[[psycopg.Connection, Names], None]], 
     (4, "the index's own columns: packed unit vectors, provisional chunks", _v4),
     (5, "memfs.vector_index: a tenant builds the HNSW index of its own partition", _v5),
     (6, "the embedding cache is each tenant's own: the fleet-wide embedding_cache is dropped", _v6),
+    (7, "chunk vectors and the embedding cache as halfvec (float16), HNSW indexes rebuilt on halfvec", _v7),
 )
 LATEST = MIGRATIONS[-1][0]
 

@@ -90,7 +90,7 @@ class StoreSearching:
         dims = len(q)
         with self.lock:
             rows = self.conn.execute(
-                f"SELECT chunk_id, embedding::vector({dims}) <=> %s::vector({dims}) FROM memfs.chunks "
+                f"SELECT chunk_id, embedding::halfvec({dims}) <=> %s::halfvec({dims}) FROM memfs.chunks "
                 "WHERE tenant_id = %s AND chunk_id = ANY (%s) AND embedding IS NOT NULL",
                 (q, self.tenant, list(ids))).fetchall()
         return {int(r[0]): 1.0 - float(r[1]) for r in rows}

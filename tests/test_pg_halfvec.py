@@ -13,16 +13,16 @@ from pathlib import Path
 import pytest
 
 psycopg = pytest.importorskip("psycopg")
-from conftest import write  # noqa: E402
-from pg import scratch_database  # noqa: E402
+from conftest import write
+from pg import scratch_database
 
-from memfs.config import load_config  # noqa: E402
-from memfs.index.storage.postgres import knn, roles, schema  # noqa: E402
-from memfs.index.storage.postgres import store as pgstore  # noqa: E402
-from memfs.memory import Memory  # noqa: E402
-from memfs.services.lifecycle import IndexBusy  # noqa: E402
-from memfs.workspace import init_workspace  # noqa: E402
-from memfs.workspaceid import workspace_id  # noqa: E402
+from memfs.config import load_config
+from memfs.index.storage.postgres import knn, roles, schema
+from memfs.index.storage.postgres import store as pgstore
+from memfs.memory import Memory
+from memfs.services.lifecycle import IndexBusy
+from memfs.workspace import init_workspace
+from memfs.workspaceid import workspace_id
 
 QUESTIONS = ["When did Caroline go to the LGBTQ support group?", "a painting of the sun coming up over the lake",
              "adoption agencies", "camping with the kids"]

@@ -18,13 +18,15 @@ import argparse
 import hashlib
 import os
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 import apsw
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchdata import median_ms
 
 MODEL = "all-MiniLM-L6-v2-int8+once"
 DIMS = 384
@@ -43,15 +45,6 @@ def fill(conn: apsw.Connection, table: str, size: int) -> None:
     for begin in range(0, size, 2000):
         with conn:
             conn.executemany(f"INSERT INTO {table} VALUES (?, ?, ?, ?, ?, ?)", rows(begin, min(size, begin + 2000)))
-
-
-def timed(action, runs: int) -> float:
-    times = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1000
 
 
 def main() -> int:
@@ -97,13 +90,13 @@ def main() -> int:
                     while f.read(1 << 20):
                         pass
 
-            new_count = timed(count_new, args.runs)
-            old_count = timed(count_old, args.runs)
-            raw_read = timed(read_file, args.runs)
+            new_count = median_ms(count_new, args.runs)
+            old_count = median_ms(count_old, args.runs)
+            raw_read = median_ms(read_file, args.runs)
             keys = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(0, size, max(1, size // 64))][:64]
-            new_lookup = timed(lambda: store.cached_vectors("local", MODEL, keys), args.runs)
+            new_lookup = median_ms(lambda: store.cached_vectors("local", MODEL, keys), args.runs)
             marks = ",".join("?" * len(keys))
-            old_lookup = timed(lambda: old.execute(f"SELECT hash, vector FROM embedding_cache WHERE provider = ? AND "
+            old_lookup = median_ms(lambda: old.execute(f"SELECT hash, vector FROM embedding_cache WHERE provider = ? AND "
                                                    f"model = ? AND hash IN ({marks})", ("local", MODEL, *keys)).fetchall(),
                                args.runs)
             entries = store.counts()["cached_embeddings"]

@@ -50,6 +50,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import eval_locomo  # noqa: E402
+from benchdata import median_ms
 
 import memfs.index.search.hybrid as search_module  # noqa: E402
 from memfs.index.storage.sqlite import layout as layout_module  # noqa: E402
@@ -363,15 +364,6 @@ def grown(x: np.ndarray, rows: int, seed: int = 7) -> np.ndarray:
     return _unit(big)
 
 
-def timed_ms(fn: Callable[[], object], repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        began = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - began)
-    return statistics.median(times) * 1000
-
-
 def speed(x: np.ndarray, queries: np.ndarray, rows: int, k: int = 50, repeat: int = 30) -> dict[str, dict[str, float]]:
     big = grown(x, rows)
     qs = queries[:repeat]
@@ -382,7 +374,7 @@ def speed(x: np.ndarray, queries: np.ndarray, rows: int, k: int = 50, repeat: in
     load_s = time.perf_counter() - began
     it = iter(range(10**9))
     out["today: f32 rows + int8 codes (VectorMatrix.knn)"] = {
-        "ms": timed_ms(lambda: today.knn(qs[next(it) % len(qs)], k), repeat),
+        "ms": median_ms(lambda: today.knn(qs[next(it) % len(qs)], k), repeat),
         "MB": (today.matrix.nbytes + today.codes.nbytes) / 1e6, "load_s": load_s}
     codes, scales = today.codes[:rows].copy(), today.scales[:rows].copy()
     block = np.empty((2048, big.shape[1]), dtype=np.float32)
@@ -399,7 +391,7 @@ def speed(x: np.ndarray, queries: np.ndarray, rows: int, k: int = 50, repeat: in
         return top[np.argsort(-scores[top])]
 
     it = iter(range(10**9))
-    out["int8 codes only (no float32 copy)"] = {"ms": timed_ms(lambda: int8_only(qs[next(it) % len(qs)]), repeat),
+    out["int8 codes only (no float32 copy)"] = {"ms": median_ms(lambda: int8_only(qs[next(it) % len(qs)]), repeat),
                                                "MB": (codes.nbytes + scales.nbytes) / 1e6}
     packed = np.packbits(big > 0, axis=1)
     words = packed.view(np.uint64)
@@ -415,7 +407,7 @@ def speed(x: np.ndarray, queries: np.ndarray, rows: int, k: int = 50, repeat: in
     for oversample in (4, 10):
         it = iter(range(10**9))
         out[f"bit codes, {oversample}k re-scored int8"] = {
-            "ms": timed_ms(lambda: bit_knn(qs[next(it) % len(qs)], oversample), repeat),
+            "ms": median_ms(lambda: bit_knn(qs[next(it) % len(qs)], oversample), repeat),
             "MB": (words.nbytes + codes.nbytes + scales.nbytes) / 1e6}
     # sqlite-vec's own KNN (what an index under MATRIX_MIN_VECTORS uses), on 1,000 and all rows
     for n in (1000, rows):
@@ -440,7 +432,7 @@ def speed(x: np.ndarray, queries: np.ndarray, rows: int, k: int = 50, repeat: in
                    "bit": "SELECT rowid FROM v WHERE embedding MATCH vec_quantize_binary(?) AND k = ?"}[kind]
             it = iter(range(10**9))
             out[f"sqlite-vec {kind}[384] KNN at {n}"] = {
-                "ms": timed_ms(lambda: conn.execute(sql, (qs[next(it) % len(qs)].tobytes(), k)).fetchall(),
+                "ms": median_ms(lambda: conn.execute(sql, (qs[next(it) % len(qs)].tobytes(), k)).fetchall(),
                                max(5, repeat // (3 if n > 1000 else 1))),
                 "MB": conn.execute("SELECT sum(pgsize) FROM dbstat").fetchone()[0] / 1e6}
             conn.close()

@@ -1,12 +1,15 @@
 """What the search benchmarks share: the LoCoMo dev set's text and questions (real turns, real
-chunks, synthetic daily logs made of them, a tenant corpus for the fleet), and percentiles in ms.
-Imported by bench_search, bench_pg, bench_fleet, bench_postings and bench_pgcache (none of which
-imports another's helpers)."""
+chunks, synthetic daily logs made of them, a tenant corpus for the fleet), percentiles in ms and a
+median timer.  Imported by bench_search, bench_pg, bench_fleet, bench_postings, bench_pgcache,
+bench_cache and bench_quant (none of which imports another's helpers)."""
 
 from __future__ import annotations
 
 import json
 import random
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -55,6 +58,16 @@ def questions(dev: Path, n: int) -> list[str]:
 
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) * 1000
+
+
+def median_ms(action: Callable[[], object], runs: int) -> float:
+    """The median wall time of ``runs`` calls of ``action``, in ms."""
+    times = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - began)
+    return statistics.median(times) * 1000
 
 
 def build_corpus(total: int, tenants: int, seed: int = 1) -> list[list[tuple[str, list]]]:

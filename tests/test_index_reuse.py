@@ -11,12 +11,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from conftest import begin_schema_7
 
+from memfs.config import Config
 from memfs.index.embedding.providers import LocalProvider
 from memfs.index.storage.sqlite.layout import JOURNAL_LIMIT
 from memfs.index.storage.sqlite.unitrows import HASH_SQL
@@ -61,6 +64,19 @@ def _cached(memory: Memory) -> set[str]:
     return found
 
 
+@contextlib.contextmanager
+def _sqlite_memory(cfg: Config, provider: LocalProvider) -> Iterator[Memory]:
+    """A Memory over ``cfg`` with this module's provider, closed after; the test skipped on an
+    index that is not SQLite."""
+    memory = Memory(cfg, provider=provider)
+    try:
+        if memory.store.backend != "sqlite":
+            pytest.skip("the SQLite index")
+        yield memory
+    finally:
+        memory.close()
+
+
 def _results(memory: Memory) -> list[list[tuple[str, int, float]]]:
     return [[(r.path, r.start_line, r.score) for r in memory.search(q, min_score=0).results[:5]] for q in QUESTIONS]
 
@@ -68,10 +84,7 @@ def _results(memory: Memory) -> list[list[tuple[str, int, float]]]:
 def test_a_text_indexed_again_is_not_embedded_again_though_the_cache_keeps_only_what_the_index_lacks(
         workspace_with_both: Path, make_config, provider: LocalProvider) -> None:
     ws = workspace_with_both
-    memory = Memory(make_config(ws), provider=provider)
-    if memory.store.backend != "sqlite":
-        pytest.skip("the SQLite index")
-    try:
+    with _sqlite_memory(make_config(ws), provider) as memory:
         memory.index()
         assert memory.pending == 0
         held = _held(memory)
@@ -113,8 +126,6 @@ def test_a_text_indexed_again_is_not_embedded_again_though_the_cache_keeps_only_
         assert memory.pending == 0 and provider.pieces_read == read
         assert _results(memory) == before
         assert not _cached(memory) & _held(memory)
-    finally:
-        memory.close()
 
 
 def test_the_index_gives_one_vector_for_each_text_asked_in_either_hash_form_under_its_own_model(
@@ -126,10 +137,7 @@ def test_the_index_gives_one_vector_for_each_text_asked_in_either_hash_form_unde
     ws = workspace_with_both
     for day in range(9, 14):  # the same day's log five times more: each of its lines in six files
         shutil.copy(ws / "memory" / "2023-05-08.md", ws / "memory" / f"2023-05-{day:02d}.md")
-    memory = Memory(make_config(ws), provider=provider)
-    if memory.store.backend != "sqlite":
-        pytest.skip("the SQLite index")
-    try:
+    with _sqlite_memory(make_config(ws), provider) as memory:
         memory.index()
         assert memory.pending == 0
         store, conn = memory.store, memory.store.conn
@@ -165,8 +173,6 @@ def test_the_index_gives_one_vector_for_each_text_asked_in_either_hash_form_unde
         digest, vector, _, _ = log_rows[0]
         conn.execute("UPDATE units SET hash = ? WHERE hash = ?", (digest, bytes.fromhex(digest)))
         assert store.held_vectors(built, by_kind["daily_log"], [digest]) == {digest: bytes(vector)}
-    finally:
-        memory.close()
 
 
 def test_chunk_vectors_are_packed_in_a_plain_table(workspace_with_both: Path, make_memory) -> None:

@@ -2,11 +2,12 @@
 
 ``memfs.chunks.embedding`` (a ``halfvec``, float16, since schema v7) has no fixed dimension (each
 tenant picks its model), so each tenant partition gets its own HNSW index on
-``(embedding::halfvec(N))`` once it holds :data:`EXACT_MAX` chunks: the tenant's own store asks for it (:func:`build_index`, through the schema's
-``memfs.vector_index``, which runs as the schema's owner since a tenant role owns nothing, and
-indexes the caller's own partition only); :func:`create_index` is the same for an admin.  A query names
-its tenant (``tenant_id = %s``: the planner reads that partition and its index alone) and uses
-the same expression, so the index matches.
+``(embedding::halfvec(N))`` once it holds :data:`EXACT_MAX` chunks: the tenant's own store asks
+for it (:func:`build_index`, through the schema's ``memfs.vector_index``, which runs as the
+schema's owner since a tenant role owns nothing, and indexes the caller's own partition only);
+:func:`create_index` is the same for an admin.  A query names its tenant (``tenant_id = %s``:
+the planner reads that partition and its index alone) and uses the same expression, so the index
+matches.
 
 Filtered HNSW is the trap: an index scan returns ``hnsw.ef_search`` (40) candidates and the
 filter (here: public rows only, or what row-level security hides) runs after, so a filter that

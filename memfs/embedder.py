@@ -10,6 +10,7 @@ import time
 
 import trio
 
+from memfs.bursts import Bursts
 from memfs.memory import Memory
 
 log = logging.getLogger(__name__)
@@ -28,15 +29,9 @@ BATCH = 2
 MAX_BATCH = 64
 CALL_S = 0.25
 RETRY_S = 30.0
-# While closes stream in (a notes folder copied in, an import writing a file per session) the
-# model waits for a pause: each call takes a core for a quarter second and the index's write lock
-# while its vectors are stored, which on a small machine doubled a close's time (issue #45).  Two
-# closes less than STREAM_GAP_S apart make a stream; a note written alone is embedded at once, as
-# before; meanwhile the stream's notes are found by keyword (and a search embeds the freshest
-# itself when few wait: services/searching.py).
-# A writer that never pauses still gets a call at least every DEFER_S.
-STREAM_GAP_S = 0.2
-DEFER_S = 2.0
+# While closes come in a burst (a notes folder copied in) the model waits for the pause after it
+# (memfs.bursts): a note written alone is embedded at once; meanwhile the burst's notes are found
+# by keyword (and a search embeds the freshest itself when few wait: services/searching.py).
 
 
 class CallSize:
@@ -57,40 +52,27 @@ class CallSize:
 
 
 class BackgroundEmbedder:
-    def __init__(self, memory: Memory) -> None:
+    def __init__(self, memory: Memory, bursts: Bursts | None = None) -> None:
         self.memory = memory
+        self.bursts = bursts or Bursts()
         self.size = CallSize(memory.cfg.embedding.texts_per_call(BATCH))
         self._wakeup = trio.Event()
         # Whether it is embedding now, and whether its last round stopped with passages left
         # (a failing provider): a daemon that stops when idle waits for the one, not the other.
         self.working = False
         self.stalled = False
-        self._last_close = -STREAM_GAP_S  # trio's clock
-        self._streaming = False
 
     def kick(self) -> None:
         self._wakeup.set()
 
     def closed(self, pending: bool) -> None:
-        """A memory file was written and closed (``pending``: it left passages to embed)."""
-        now = trio.current_time()
-        self._streaming = now - self._last_close < STREAM_GAP_S
-        self._last_close = now
+        """A memory file was written and closed (``pending``: it left passages to embed).  A note
+        written alone gets a call of its own few passages next (it is first in the queue), not
+        a full call of the backlog's: found by meaning within the call in progress and its own."""
+        if not self.bursts.closed() and pending:
+            self.size.reset()
         if pending:
             self.kick()
-
-    async def _pause(self) -> None:
-        """While closes stream in, wait until they stop for STREAM_GAP_S (at most DEFER_S)."""
-        until = trio.current_time() + DEFER_S
-        while self._streaming:
-            now = trio.current_time()
-            quiet = self._last_close + STREAM_GAP_S
-            if now >= quiet:
-                self._streaming = False
-            elif now >= until:
-                return
-            else:
-                await trio.sleep(min(quiet, until) - now)
 
     async def run(self) -> None:
         while True:
@@ -112,7 +94,7 @@ class BackgroundEmbedder:
     async def _embed_all(self) -> None:
         self.size.reset()
         while self.memory.has_pending:
-            await self._pause()
+            await self.bursts.pause()
             try:
                 # Abandoned on cancel: the thread finishes its batch (Memory.close waits for
                 # it) while the process goes on unmounting.

@@ -175,9 +175,9 @@ class Memory:
         self.changes.before_change(rel)
 
     def file_changed(self, rel: str, who: Provenance = BESIDE, appended_from: int | None = None,
-                     defer: bool = False) -> Outcome:
+                     defer: bool = False, burst: bool = False) -> Outcome:
         """A file was written by ``who``: its new content is kept as a version, then indexed."""
-        return self.changes.file_changed(rel, who, appended_from, defer)
+        return self.changes.file_changed(rel, who, appended_from, defer, burst)
 
     def complete(self, rel: str) -> Outcome | None:
         """The exact chunks of a file indexed provisionally (None if it is not any more)."""

@@ -35,7 +35,7 @@ RANKS: dict[str, int] = {
     "indexmove": 9,
     "services": 10,
     "memory": 11,
-    **dict.fromkeys(("embedder", "watch", "fs", "serve", "mcp", "commands", "invocation", "cli", "quickcli",
+    **dict.fromkeys(("bursts", "embedder", "watch", "fs", "serve", "mcp", "commands", "invocation", "cli", "quickcli",
                      "pgcli", "capture", "__main__"), 90),
 }
 FRONT_ENDS = frozenset(area for area, rank in RANKS.items() if rank == 90)

@@ -10,7 +10,7 @@ import pytest
 import trio
 from conftest import write
 
-from memfs import embedder as embedder_module
+from memfs import bursts as bursts_module
 from memfs.embedder import BackgroundEmbedder
 from memfs.memory import Memory
 
@@ -191,6 +191,32 @@ def test_background_calls_are_sized_to_a_quarter_second_at_the_last_calls_rate()
 
 
 
+def test_a_note_written_alone_gets_a_small_call_next_and_a_bursts_files_do_not(workspace: Path,
+                                                                                 make_memory) -> None:
+    """Behind a backlog the calls are full (a quarter second each); a note written alone is first
+    in the queue, and its own small call comes next, not another full one (a search polling for
+    it found it a second later).  The files of a burst leave the size as it is."""
+    from memfs.embedder import BATCH, MAX_BATCH
+
+    embedder = BackgroundEmbedder(make_memory(workspace))
+    sizes: list[int] = []
+
+    async def closes() -> None:
+        embedder.size.measured(4000, 1.0)
+        sizes.append(embedder.size.passages)
+        embedder.closed(True)  # a note written alone
+        sizes.append(embedder.size.passages)
+        embedder.size.measured(4000, 1.0)
+        embedder.closed(True)  # right after it: a burst
+        sizes.append(embedder.size.passages)
+        await trio.sleep(0.25)
+        embedder.closed(False)  # alone, nothing left to embed
+        sizes.append(embedder.size.passages)
+
+    trio.run(closes)
+    assert sizes == [MAX_BATCH, BATCH, MAX_BATCH, MAX_BATCH]
+
+
 def test_whether_anything_waits_is_answered_without_counting_the_backlog(workspace: Path, make_memory) -> None:
     """The background embedder asks at each call whether anything still waits: a count read every
     waiting entry (~10 ms at 300k, in the mount's event loop); the answer comes from the first
@@ -221,7 +247,7 @@ def test_the_background_embedder_waits_while_closes_stream_in_then_embeds_them_a
     # then embed everything.  The first close finds the embedder quiet: its note goes at once, in
     # a call of its own few passages.  (The bound on the wait, for a writer that never pauses, is
     # set out of the way: a loaded machine may take longer than it over these closes.)
-    monkeypatch.setattr(embedder_module, "DEFER_S", 600.0)
+    monkeypatch.setattr(bursts_module, "MOST_S", 600.0)
     memory = make_memory(workspace)
     memory.reconcile()
     embedder = BackgroundEmbedder(memory)

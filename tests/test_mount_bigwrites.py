@@ -171,7 +171,7 @@ def test_a_30_mb_transcript_is_searchable_when_close_returns_and_chunked_exactly
     assert "Xylophonist" in hits[0]["snippet"]
     cited = (m.mnt / "search" / "Xylophonist.md").read_text()
     assert f"sessions/import.jsonl#L{hits[0]['start_line']}-L{last}" in cited
-    assert "1 big write still being chunked (sessions/import.jsonl): found by keyword only" in cited  # says so
+    assert "1 file still being chunked (sessions/import.jsonl): found by keyword only" in cited  # says so
     print(f"30 MB transcript: {wall:.1f} s wall ({len(data) / 1e6 / wall:.2f} MB/s), {cpu:.1f} s CPU")
     assert wait_until(lambda: not provisional(m), timeout=600, step=0.5)
     memory = m.memory(**{"embedding.provider": "none"})

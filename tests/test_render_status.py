@@ -26,12 +26,12 @@ def test_the_share_counts_the_passages_of_big_writes_still_being_chunked_as_wait
                 "provisional": ["sessions/import.jsonl", "sessions/b.jsonl"]}
     line = pending_line(chunking)
     assert line.startswith("pending:    740 passage(s) waiting for an embedding (about 600 of them to come from "
-                           "the 2 big writes being chunked; 26% of 1000 embedded;"), line
+                           "the 2 files being chunked; 26% of 1000 embedded;"), line
     bar = pending_line(chunking, bar=True)
-    assert "26% of 1000 passages embedded, 740 waiting (about 600 of them to come from the 2 big writes" in bar, bar
+    assert "26% of 1000 passages embedded, 740 waiting (about 600 of them to come from the 2 files" in bar, bar
     # Nothing embedded waits yet, only what a big write will make.
     idle = pending_line({**INFO, "pending": 0, "pending_estimated": 300, "passages": 560,
                          "provisional": ["sessions/import.jsonl"]})
-    assert "300 passage(s) waiting" in idle and "the 1 big write being chunked" in idle and "46% of 560" in idle, idle
+    assert "300 passage(s) waiting" in idle and "the 1 file being chunked" in idle and "46% of 560" in idle, idle
     keyword_only = pending_line({**INFO, "pending": 0, "provider": "none", "provisional": ["a.jsonl"]})
     assert keyword_only == "pending:    0 passage(s) waiting for an embedding"  # nothing will be embedded

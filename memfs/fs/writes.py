@@ -17,6 +17,7 @@ import trio
 
 from memfs import longpath
 from memfs.config import CONFIG_FILE
+from memfs.bursts import Bursts
 from memfs.embedder import BackgroundEmbedder
 from memfs.memory import BESIDE, MOUNT, Memory, Provenance
 from memfs.workspace import is_memory, shown
@@ -39,8 +40,10 @@ class MemoryWrites:
         self.prefix = str(self.workspace) + "/"
         # Asked at every open, flush and close: classify each path once.
         self.is_memory = functools.lru_cache(maxsize=16384)(self._classify)
-        self.embedder = BackgroundEmbedder(memory)
-        self.completer = Completer(memory, self.embedder.kick)
+        # Closes in a burst leave their files' exact chunks and vectors for the pause after it.
+        self.bursts = Bursts()
+        self.embedder = BackgroundEmbedder(memory, self.bursts)
+        self.completer = Completer(memory, self.embedder.kick, self.bursts)
         # path -> (mtime_ns, size, when) after our last write, so the watcher skips its own echo;
         # oldest first, pruned as new writes come in.
         self.own: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
@@ -151,7 +154,7 @@ class MemoryWrites:
         if not self.is_memory(rel):
             return
         outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel, who, self.lowest.pop(rel, None),
-                                                True)
+                                                True, self.bursts.continues())
         if outcome.provisional:
             self.completer.add(rel)
         self.embedder.closed(bool(outcome.pending))
@@ -203,14 +206,15 @@ class MemoryWrites:
 
 
 class Completer:
-    """Makes the exact chunks of big writes indexed provisionally (see
-    :mod:`memfs.index.bigwrites`), one file at a time in a worker thread, the oldest write first.
-    Stopping does not wait: a file left provisional is marked so in the index, and the next
-    start's reconcile completes it."""
+    """Makes the exact chunks of files indexed provisionally (big writes and a burst's files, see
+    :mod:`memfs.index.bigwrites`), one file at a time in a worker thread, the oldest write first,
+    in the pauses of a burst of closes.  Stopping does not wait: a file left provisional is marked
+    so in the index, and the next start's reconcile completes it."""
 
-    def __init__(self, memory: Memory, embed: Callable[[], None]) -> None:
+    def __init__(self, memory: Memory, embed: Callable[[], None], bursts: Bursts) -> None:
         self.memory = memory
         self.embed = embed
+        self.bursts = bursts
         self.queue: OrderedDict[str, None] = OrderedDict()
         self._wakeup = trio.Event()
         self.working = False
@@ -227,6 +231,9 @@ class Completer:
             if not self.queue:
                 self._wakeup = trio.Event()
                 await self._wakeup.wait()
+            await self.bursts.pause()
+            if not self.queue:
+                continue
             rel, _ = self.queue.popitem(last=False)
             self.working = True
             try:

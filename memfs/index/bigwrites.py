@@ -19,7 +19,10 @@ back, and their versions are kept meanwhile in another thread (see ``Memory.inge
 
 Writes below the threshold keep the one-step path (everything before close() returns): a
 megabyte costs about half a second of CPU that way, which a note, a day's log or an append never
-reaches.
+reaches.  Unless they come in a burst (a notes folder copied in: :mod:`memfs.bursts`): a Markdown
+file closed right after another is stored provisionally whatever its size, so each close costs
+only its keyword rows (1,000 notes of 1-10 KB: about 2 ms a close in process instead of 4), and
+the worker makes the exact chunks once the closes pause.
 
 Indexing of one path is serialised (:class:`PathLocks`): a close() and the worker never swap a
 file's chunks at the same time, so the worker cannot store chunks of a version older than a

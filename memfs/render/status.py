@@ -38,7 +38,7 @@ BAR_WIDTH = 30
 
 def _pending(info: dict[str, Any], bar: bool) -> str:
     """The embedding backlog: how many wait, how far it has got, the rate and the time left.
-    The passages big writes still being chunked will make are counted as waiting (estimated,
+    The passages files still being chunked (big writes, a burst's files) will make are counted as waiting (estimated,
     ``pending_estimated``): left out, the share would fall back when they arrive (65% then 2%
     during an import); counted, what is embedded and what waits still make the total."""
     coming = int(info.get("pending_estimated") or 0)
@@ -47,7 +47,7 @@ def _pending(info: dict[str, Any], bar: bool) -> str:
     if not waiting:
         return line
     owed = len(info.get("provisional") or [])
-    big = (f"the {owed} big write{'s' if owed != 1 else ''}" if owed else "the big writes") + " being chunked"
+    big = (f"the {owed} file{'s' if owed != 1 else ''}" if owed else "the files") + " being chunked"
     estimated = f"about {coming} of them to come from {big}" if coming else ""
     total = max(int(info.get("passages") or 0), waiting)
     done = 1 - waiting / total
@@ -66,12 +66,13 @@ def _pending(info: dict[str, Any], bar: bool) -> str:
 
 
 def _provisional(info: dict[str, object]) -> list[str]:
-    """Big writes searchable by keyword whose exact chunks are still being made."""
+    """Files searchable by keyword whose exact chunks are still being made (big writes, the files
+    of a burst of closes: see :mod:`memfs.index.bigwrites`)."""
     paths: list[str] = info.get("provisional") or []  # type: ignore[assignment]
     if not paths:
         return []
     shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-    return [f"chunking:   {len(paths)} big write{'s' if len(paths) != 1 else ''} found by keyword, "
+    return [f"chunking:   {len(paths)} file{'s' if len(paths) != 1 else ''} found by keyword, "
             f"being chunked: {shown}"]
 
 

@@ -18,6 +18,7 @@ from memfs.index.storage.interface import IndexOffline
 from memfs.services.lifecycle import Engine
 from memfs.versions import Versions
 from memfs.workspace import (
+    classify,
     is_memory,
     name_is_text,
     shown,
@@ -38,28 +39,28 @@ class Changes:
             self.engine.history.before_change(rel)
 
     def file_changed(self, rel: str, who: Provenance = BESIDE, appended_from: int | None = None,
-                     defer: bool = False) -> Outcome:
+                     defer: bool = False, burst: bool = False) -> Outcome:
         """A file was written (closed, fsynced, renamed into place, changed beside the mount) by
         ``who``: its new content is kept as a version, then indexed.  ``appended_from``: nothing
         before this offset was written since its last version (see History.changed).  ``defer``:
         a big write gets its keyword rows only (Outcome.provisional; :meth:`complete` does the
-        rest, see :mod:`memfs.index.bigwrites`)."""
+        rest, see :mod:`memfs.index.bigwrites`).  ``burst``: the close is one of a burst (see
+        :mod:`memfs.bursts`): a Markdown file of any size gets its keyword rows only.  A JSONL
+        file keeps its one step: an append to it is read from its last chunk on, cheaper than
+        its keyword rows, where its exact chunks made later would read it whole."""
+        if burst and not classify(rel, self.engine.cfg.index.extra_paths).is_jsonl:
+            defer_over: int | None = 0
+        else:
+            defer_over = threshold(self.engine.cfg.index.defer_mb) if defer else None
         # Under the path's lock: a watcher in this process that sees the write before its writer
         # got here waits, then finds the version kept already (not one of its own, "via watcher").
         with self.engine._indexing.held(rel):
             self.engine._after_change(lambda history: history.changed(rel, who, appended_from), rel)
-            return self.engine._index_changed(rel, threshold(self.engine.cfg.index.defer_mb) if defer else None)
+            return self.engine._index_changed(rel, defer_over)
 
     def complete(self, rel: str) -> Outcome | None:
         """The exact chunks of a file indexed provisionally (None if it is not any more)."""
-        if self.engine._stopping.is_set():
-            return None  # the next start's reconcile does it
-        with self.engine._indexing.held(rel):
-            try:
-                return self.engine.indexer.complete(rel)
-            except IndexOffline as exc:
-                self.engine._owed(rel, exc)
-                return None
+        return self.engine.complete(rel)
 
     def provisional_paths(self) -> list[str]:
         """Files whose exact chunks are still owed (see :mod:`memfs.index.bigwrites`); none while

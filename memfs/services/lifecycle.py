@@ -492,6 +492,17 @@ class Engine:
         self.outage.down(exc, rel)
         return Outcome(rel, "owed", reason=str(exc))
 
+    def complete(self, rel: str) -> Outcome | None:
+        """The exact chunks of a file indexed provisionally (None if it is not any more)."""
+        if self._stopping.is_set():
+            return None  # the next start's reconcile does it
+        with self._indexing.held(rel):
+            try:
+                return self.indexer.complete(rel)
+            except IndexOffline as exc:
+                self._owed(rel, exc)
+                return None
+
     def _index_changed(self, rel: str, defer_over: int | None = None) -> Outcome:
         with self._indexing.held(rel):
             try:

@@ -17,6 +17,7 @@ np = lazy_module("numpy")
 
 from memfs import longpath
 from memfs.config import READ_WAIT_MS, SHARED_MODE
+from memfs.index.bigwrites import threshold
 from memfs.index.embedding.backlog import still_to_chunk
 from memfs.index.embedding.providers import EmbeddingError
 from memfs.index.search import agents as across
@@ -42,6 +43,14 @@ log = logging.getLogger(__name__)
 # search.pending_wait_ms): a note just written is a few (a daily-log entry: its chunk and 2-4
 # units), and 16 passages are one call of the local model, ~100-300 ms on 2 busy cores.
 FEW_PENDING = 16
+# A search makes the exact chunks of a few files still indexed by keyword only itself, before it
+# embeds: the files of a short burst of closes (memfs.bursts: a note and MEMORY.md written a
+# moment apart) are found by their meaning at once, as a note written alone is.  A big write
+# (index.defer_mb) or a long burst is the completion worker's (a read never waits on it).  Exact
+# chunks of a note cost about 0.65 ms a KB (its tokens, units, rows and commit: 3.5 ms for a 5.4 KB
+# note, in process): FEW_BYTES_TO_CHUNK, some 40 ms.
+FEW_TO_CHUNK = 8
+FEW_BYTES_TO_CHUNK = 64 * 1024
 SESSIONS_KEPT = 256  # session files whose metadata a searcher remembers
 
 
@@ -100,7 +109,9 @@ class Searcher:
                 f"this workspace has not been indexed yet for agent {self.engine.cfg.agent}: run `memfs index` "
                 "(a mount or `memfs watch` keeps it current)"
             )
-        waited_ms = self._wait_for_vectors(self.engine.cfg.search.pending_wait_ms if wait_ms is None else wait_ms)
+        wait_ms = self.engine.cfg.search.pending_wait_ms if wait_ms is None else wait_ms
+        waited_ms = self._chunk_few(wait_ms)
+        waited_ms += self._wait_for_vectors(wait_ms - int(waited_ms))
         provider = self.engine.provider
         embedding = (self.engine._query_pool.submit(self._embed_query, query[:QUERY_EMBED_CHARS])
                      if provider.dims else None)
@@ -144,7 +155,7 @@ class Searcher:
             shown = ", ".join(chunking[:3]) + (f" and {len(chunking) - 3} more" if len(chunking) > 3 else "")
             shown += f"; about {coming} of the passages waiting are to come from {'it' if len(chunking) == 1 else 'them'}" \
                 if coming else ""
-            owed = (f"{len(chunking)} big write{'s' if len(chunking) != 1 else ''} still being chunked ({shown}): "
+            owed = (f"{len(chunking)} file{'s' if len(chunking) != 1 else ''} still being chunked ({shown}): "
                     "found by keyword only until then")
             note = f"{note}; {owed}" if note else owed
         return SearchResponse(
@@ -193,6 +204,29 @@ class Searcher:
             known = (generation, still_to_chunk(sum(n for _, n, _ in owed), sum(n for _, n, jsonl in owed if jsonl)))
             self._coming[include_private] = known
         return known[1]
+
+    def _chunk_few(self, wait_ms: int) -> float:
+        """Exact chunks for the files still indexed by keyword only, when they are few and small
+        (FEW_TO_CHUNK, FEW_BYTES_TO_CHUNK), so their passages can get vectors before this search
+        reads; nothing when ``wait_ms`` is 0.  Never raises: the completion worker (or the next
+        start) does what this could not.  Returns the milliseconds spent."""
+        if wait_ms <= 0 or not self.engine.indexer.embeds:
+            return 0.0
+        owed = self.engine.store.provisional_paths()
+        if not owed or len(owed) > FEW_TO_CHUNK:
+            return 0.0
+        records = [self.engine.store.file(rel) for rel in owed]
+        big = threshold(self.engine.cfg.index.defer_mb)  # a big write is the completion worker's
+        if any(r is None or r.size >= big for r in records) or sum(r.size for r in records if r) > FEW_BYTES_TO_CHUNK:
+            return 0.0
+        began = time.monotonic()
+        for rel in owed:
+            try:
+                self.engine.complete(rel)
+            except Exception as exc:  # a locked index, a file gone meanwhile: the search goes on
+                log.info("search: %s left to the completion worker (%s)", rel, exc)
+                break
+        return round((time.monotonic() - began) * 1000, 1)
 
     def _wait_for_vectors(self, wait_ms: int) -> float:
         """Give the freshest passages still waiting their vectors before searching, so a note

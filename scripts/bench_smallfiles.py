@@ -13,7 +13,9 @@ time goes.
 - Copies: every run mounts a fresh workspace (``memfs mount``, default settings: the local
   model embeds in the background, history on, watcher on), writes one note and waits until it
   is embedded (the model is loaded, as in a mount that has been up a while), then times
-  ``cp -r notes/. MNT/memory/``; the plain copy is ``cp -r`` of the same folder to a native
+  ``cp -r notes/. MNT/memory/`` and, after it, how long until every file is chunked exactly
+  ("chunked s": a burst's files get their keyword rows at close, the rest once the closes pause,
+  see memfs.bursts); the plain copy is ``cp -r`` of the same folder to a native
   folder beside it, in the same run.  Also the daemon's CPU seconds during the copy.
   ``--variant`` adds mounts with other settings (``embedding.provider=none``,
   ``history.enabled=false``, ``mount.watch=false``...): what each part costs, by taking it away.
@@ -171,6 +173,13 @@ class Mount:
     def pending(self) -> int:
         return int(self.status().get("pending", "0").split()[0])
 
+    def settled(self, timeout: float = 600) -> float:
+        """Seconds until no file is left with keyword rows only (a burst's files chunked exactly)."""
+        began = time.perf_counter()
+        while "chunking" in self.status() and time.perf_counter() - began < timeout:
+            time.sleep(0.05)
+        return time.perf_counter() - began
+
     def warm(self, timeout: float = 300) -> None:
         """One note written and embedded: the model is loaded before anything is timed."""
         (self.mnt / "memory" / "2021-12-31.md").write_text("# 2021-12-31\n\nThe model is loaded now.\n")
@@ -207,7 +216,8 @@ def copies(root: Path, env: dict[str, str], notes: Path, files: int, runs: int,
            variants: dict[str, list[str]]) -> list[dict]:
     """Round after round, every variant once per round (a machine whose load drifts then weighs
     on all of them alike)."""
-    times: dict[str, dict[str, list[float]]] = {name: {"mount": [], "plain": [], "cpu": []} for name in variants}
+    times: dict[str, dict[str, list[float]]] = {name: {"mount": [], "plain": [], "cpu": [], "settled": []}
+                                                for name in variants}
     for run in range(runs):
         for name, settings in variants.items():
             mount = Mount(root, str(next(_NAMES)), env, settings)
@@ -218,16 +228,18 @@ def copies(root: Path, env: dict[str, str], notes: Path, files: int, runs: int,
                 before = mount.cpu()
                 times[name]["mount"].append(cp_r(notes, mount.mnt / "memory"))
                 times[name]["cpu"].append(mount.cpu() - before)
+                times[name]["settled"].append(mount.settled())
                 shutil.rmtree(native)
             finally:
                 mount.close()
             print(f"  round {run + 1}, {name}: {times[name]['mount'][-1]:.2f} s through the mount, "
-                  f"{times[name]['plain'][-1]:.3f} s plain; load average {os.getloadavg()[0]:.2f}", flush=True)
+                  f"{times[name]['plain'][-1]:.3f} s plain, every file chunked exactly "
+                  f"{times[name]['settled'][-1]:.2f} s after; load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     for name, t in times.items():
-        m, p, c = (statistics.median(t[k]) for k in ("mount", "plain", "cpu"))
+        m, p, c, settled = (statistics.median(t[k]) for k in ("mount", "plain", "cpu", "settled"))
         rows.append({"variant": name, "mount_s": m, "plain_s": p, "mount_ms_per_file": m / files * 1000,
-                     "plain_ms_per_file": p / files * 1000, "daemon_cpu_s": c,
+                     "plain_ms_per_file": p / files * 1000, "daemon_cpu_s": c, "settled_s": settled,
                      "all_mount_s": [round(x, 2) for x in t["mount"]], "loadavg_1m": round(os.getloadavg()[0], 2)})
         print(json.dumps(rows[-1]), flush=True)
     return rows
@@ -567,14 +579,14 @@ def main() -> int:
 
     print(f"\n{args.files} notes of 1-10 KB ({text / 1e6:.2f} MB), cp -r, medians of {args.runs} runs, {os.cpu_count()} cores")
     print(f"{'load':>4} {'variant':<44} {'mount s':>8} {'ms/file':>8} {'plain s':>8} {'ms/file':>8} {'x plain':>8} "
-          f"{'daemon cpu s':>12} {'load avg':>8}")
+          f"{'daemon cpu s':>12} {'chunked s':>9} {'load avg':>8}")
     for key, rows in results.items():
         if not key.startswith("copies"):
             continue
         for r in rows:  # type: ignore[union-attr]
             print(f"{key.split()[-1]:>4} {r['variant']:<44} {r['mount_s']:>8.2f} {r['mount_ms_per_file']:>8.2f} "
                   f"{r['plain_s']:>8.3f} {r['plain_ms_per_file']:>8.3f} {r['mount_s'] / r['plain_s']:>8.0f} "
-                  f"{r['daemon_cpu_s']:>12.2f} {r['loadavg_1m']:>8.2f}")
+                  f"{r['daemon_cpu_s']:>12.2f} {r['settled_s']:>9.2f} {r['loadavg_1m']:>8.2f}")
     if "searchable" in results:
         s = results["searchable"]
         print(f"\none by one (open, write, close): {s['loop_s']:.2f} s for {s['files']} files; close() p50 "

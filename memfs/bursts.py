@@ -26,19 +26,23 @@ class Bursts:
     """The times of a mount's (or a daemon's) closes, on trio's clock."""
 
     def __init__(self) -> None:
-        self._last_close = -math.inf
-        self._going = False  # the last two closes were less than GAP_S apart
+        self._last_close = -math.inf  # when the last close's work ended
+        self._started: float | None = None  # when the close in progress started (continues())
+        self._going = False  # the last close started less than GAP_S after the one before ended
 
     def continues(self) -> bool:
         """Whether a close starting now continues a burst (the last one ended less than GAP_S
         ago): asked before its work, which may leave the rest for the pause."""
-        return trio.current_time() - self._last_close < GAP_S
+        self._started = trio.current_time()
+        return self._started - self._last_close < GAP_S
 
     def closed(self) -> bool:
-        """A close's work is done; returns whether it was one of a burst."""
+        """A close's work is done; returns whether it was one of a burst, judged as
+        :meth:`continues` judged it when it started (its own work, however long, is no pause)."""
         now = trio.current_time()
-        self._going = now - self._last_close < GAP_S
-        self._last_close = now
+        started = now if self._started is None else self._started
+        self._going = started - self._last_close < GAP_S
+        self._last_close, self._started = now, None
         return self._going
 
     async def pause(self, most_s: float | None = None) -> None:

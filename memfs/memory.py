@@ -183,6 +183,11 @@ class Memory:
         """The exact chunks of a file indexed provisionally (None if it is not any more)."""
         return self.changes.complete(rel)
 
+    def complete_here(self) -> None:
+        """This process (a mount) makes the exact chunks of files indexed provisionally, so its
+        searches may make a few themselves (see services/searching.py)."""
+        self.engine.completes_here = True
+
     def provisional_paths(self) -> list[str]:
         """Files whose exact chunks are still owed (see :mod:`memfs.index.bigwrites`)."""
         return self.changes.provisional_paths()

@@ -54,6 +54,13 @@ def test_a_close_in_a_burst_stores_keyword_rows_only_and_a_jsonl_file_keeps_its_
                                               '"content":"Where do we keep the spare keys?"}}\n')
     transcript = memory.file_changed("sessions/s.jsonl", WHO, None, True, True)
     assert not transcript.provisional and exact(memory, workspace, "sessions/s.jsonl")
+    # A key pasted into a note is masked in its keyword rows as in its exact chunks.
+    key = "ghp_" + "Zq7" * 12
+    write(workspace / "memory" / "2026-10-03.md", f"# 2026-10-03\n\n- The deploy token is {key} for now.\n")
+    assert memory.file_changed("memory/2026-10-03.md", WHO, None, True, True).provisional
+    hits = memory.search("deploy token", wait_ms=0).results
+    assert hits[0].path == "memory/2026-10-03.md" and key not in hits[0].snippet and "[masked]" in hits[0].snippet
+    assert not [r for r in memory.search(key[4:], wait_ms=0).results if r.path == "memory/2026-10-03.md"]
 
 
 def test_a_search_right_after_a_short_burst_chunks_its_files_and_finds_them_by_meaning(workspace: Path,
@@ -66,8 +73,16 @@ def test_a_search_right_after_a_short_burst_chunks_its_files_and_finds_them_by_m
     write(workspace / "MEMORY.md", "- Mara's daughter Ines plays the cello in the city youth orchestra.\n")
     memory.file_changed("MEMORY.md", WHO, None, True, True)
     assert provisional(memory, "MEMORY.md")
-    # No word of the question is in the note: only its vector finds it.
-    hits = memory.search("which musical instrument does the girl practise", wait_ms=1000).results
+    question = "which musical instrument does the girl practise"  # no word of it is in the note
+    # Only the process completing provisional files (a mount) chunks them in a search: another
+    # one could store a version older than the mount's close stored meanwhile.
+    memory.search(question, wait_ms=1000)
+    assert provisional(memory, "MEMORY.md")
+    memory.complete_here()
+    # A shared reader's search does not chunk private files (MEMORY.md): its wait would tell of them.
+    memory.search(question, wait_ms=1000, mode="shared")
+    assert provisional(memory, "MEMORY.md")
+    hits = memory.search(question, wait_ms=1000).results
     assert hits and hits[0].path == "MEMORY.md" and hits[0].vector_score > 0, hits
     assert not provisional(memory, "MEMORY.md") and exact(memory, workspace, "MEMORY.md")
     # Without a wait (wait_ms=0) a search leaves them to the completion worker.
@@ -127,13 +142,16 @@ def test_notes_copied_in_through_a_mount_are_found_at_each_close_then_chunked_an
     memory = m.memory()
     try:
         seen_provisional = 0
-        for i, path in enumerate(sorted(source.iterdir(), key=lambda p: int(p.stem.rsplit("-", 1)[1]))):
-            (m.mnt / "memory" / path.name).write_bytes(path.read_bytes())
-            rel = f"memory/{path.name}"
-            # close() has returned: found by keyword from another connection, without waiting.
-            hits = memory.search(f"plinth{i}q", wait_ms=0).results
-            assert hits and hits[0].path == rel and hits[0].text_score > 0, hits[:2]
-            seen_provisional += provisional(memory, rel)
+        paths = sorted(source.iterdir(), key=lambda p: int(p.stem.rsplit("-", 1)[1]))
+        for pair in range(0, len(paths), 2):
+            for path in paths[pair:pair + 2]:  # two closes back to back: the second is one of a burst
+                (m.mnt / "memory" / path.name).write_bytes(path.read_bytes())
+            for i in range(pair, pair + 2):
+                rel = f"memory/{paths[i].name}"
+                # close() has returned: found by keyword from another connection, without waiting.
+                hits = memory.search(f"plinth{i}q", wait_ms=0).results
+                assert hits and hits[0].path == rel and hits[0].text_score > 0, hits[:2]
+                seen_provisional += provisional(memory, rel)
         assert seen_provisional >= 1  # one-step indexing at every close made none
         assert wait_until(lambda: not memory.provisional_paths() and memory.pending == 0, timeout=240)
         assert all(exact(memory, workspace, f"memory/{p.name}") for p in source.iterdir())

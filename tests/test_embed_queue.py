@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import trio
+from trio.testing import MockClock
 from conftest import write
 
 from memfs import bursts as bursts_module
@@ -209,12 +210,13 @@ def test_a_note_written_alone_gets_a_small_call_next_and_a_bursts_files_do_not(w
         embedder.size.measured(4000, 1.0)
         embedder.closed(True)  # right after it: a burst
         sizes.append(embedder.size.passages)
-        await trio.sleep(0.25)
-        embedder.closed(False)  # alone, nothing left to embed
+        await trio.sleep(0.25)  # a pause (on trio's mock clock)
+        embedder.size.measured(4000, 1.0)
+        embedder.closed(True)  # alone again
         sizes.append(embedder.size.passages)
 
-    trio.run(closes)
-    assert sizes == [MAX_BATCH, BATCH, MAX_BATCH, MAX_BATCH]
+    trio.run(closes, clock=MockClock(autojump_threshold=0))
+    assert sizes == [MAX_BATCH, BATCH, MAX_BATCH, BATCH]
 
 
 def test_whether_anything_waits_is_answered_without_counting_the_backlog(workspace: Path, make_memory) -> None:

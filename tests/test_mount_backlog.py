@@ -21,7 +21,12 @@ import bigwrites  # noqa: E402
 pytestmark = pytest.mark.fuse
 
 DAY = Path(__file__).resolve().parent / "data" / "locomo-2023-05-08.md"
-BACKLOG = 4000  # passages: a minute or more of work for the local model on two cores (Markdown read once)
+# Passages: half a minute or more of work for the local model on two cores (Markdown read once).
+# A tenth of it must outlast a note's way to a search file: the call in progress, the note's own,
+# and the rendering a first look cached (up to a second while only vectors arrive).  The embedder
+# works at full speed when the note comes (the copies' exact chunks were made in the pause after
+# them; before bursts it was still waiting for that pause): 4000 left about a second.
+BACKLOG = 8000
 NOTE = "The plumber comes on Thursday morning to fix the leaking kitchen sink.\n"
 MEANING = "appointment to repair a dripping faucet"  # not one word in common with NOTE
 

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 # this has served its purpose.  Forgetting one early only costs a redundant re-index.
 OWN_WRITE_MEMORY_S = 30.0
 GONE = (-1, -1)  # the (mtime, size) we record for a path we removed or renamed away
+# A completion that failed (an index locked past its busy timeout by another process's long
+# write) is tried again after RETRY_S, RETRIES times in all; then the next start's reconcile does it.
+RETRIES = 5
+RETRY_S = 1.0
 
 
 class MemoryWrites:
@@ -44,6 +48,7 @@ class MemoryWrites:
         self.bursts = Bursts()
         self.embedder = BackgroundEmbedder(memory, self.bursts)
         self.completer = Completer(memory, self.embedder.kick, self.bursts)
+        memory.complete_here()
         # path -> (mtime_ns, size, when) after our last write, so the watcher skips its own echo;
         # oldest first, pruned as new writes come in.
         self.own: OrderedDict[str, tuple[int, int, float]] = OrderedDict()
@@ -216,6 +221,7 @@ class Completer:
         self.embed = embed
         self.bursts = bursts
         self.queue: OrderedDict[str, None] = OrderedDict()
+        self.failures: dict[str, int] = {}  # path -> completions that failed in a row
         self._wakeup = trio.Event()
         self.working = False
 
@@ -240,10 +246,19 @@ class Completer:
                 # Abandoned on cancel: the thread finishes its transaction (or not, and the mark
                 # stays) while the process goes on unmounting.
                 outcome = await trio.to_thread.run_sync(self.memory.complete, rel, abandon_on_cancel=True)
-            except Exception as exc:  # a locked index, say: the next start's reconcile completes it
-                log.warning("indexing %s exactly postponed: %s", rel, exc)
+            except Exception as exc:  # a locked index, say: tried again a little later
+                tries = self.failures.get(rel, 0) + 1
+                if tries < RETRIES:
+                    self.failures[rel] = tries
+                    log.info("indexing %s exactly postponed (%s); trying again", rel, exc)
+                    self.queue.setdefault(rel, None)
+                    await trio.sleep(RETRY_S)
+                else:
+                    self.failures.pop(rel, None)
+                    log.warning("indexing %s exactly postponed: %s; the next start's reconcile does it", rel, exc)
                 continue
             finally:
                 self.working = False
+            self.failures.pop(rel, None)
             if outcome is not None and outcome.pending:
                 self.embed()

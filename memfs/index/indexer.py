@@ -312,7 +312,10 @@ class Indexer:
         """Keyword rows for a big write, stored in one transaction: the file's lines cut by their
         length (no tokenizer, no JSON parsing, no units), marked as owing their exact chunks.
         The mark (the file's hash, prefixed) is in the same transaction, so a stop before
-        :meth:`complete` leaves a hash no file has, and the next reconcile indexes it exactly."""
+        :meth:`complete` leaves a hash no file has, and the next reconcile indexes it exactly.
+        A key pasted into Markdown is masked here as in its exact chunks (lines stay lines)."""
+        if not classify(rel, self.cfg.index.extra_paths).is_jsonl:
+            text = secrets.mask(text)
         chunks = chunking.provisional(text, self.cfg.chunking.tokens, read.first_line)
         record = dataclasses.replace(read.record, hash=PROVISIONAL_HASH + read.record.hash, resume_line=0,
                                      resume_offset=0)

@@ -90,8 +90,11 @@ class Changes:
         self.engine._after_change(lambda history: history.removed(rel, who), rel)
         try:
             paths = self.engine.store.paths_under(shown(rel))  # a name that is not UTF-8 is indexed as shown()
-            for path in paths:
-                self.engine.indexer.remove(path)
+            # Under their locks: a completion reading one of them (the worker, a search) stores
+            # nothing for it after this (its record gone, complete() finds nothing to do).
+            with self.engine._indexing.held(*paths):
+                for path in paths:
+                    self.engine.indexer.remove(path)
         except IndexOffline as exc:
             self.engine._owed(rel, exc)
             return 0
@@ -113,7 +116,8 @@ class Changes:
         if name_is_text(old) and name_is_text(new):
             for path in self.engine.store.paths_under(old):
                 target = new + path[len(old):]
-                outcomes.append(self.engine.indexer.rename(path, target))
+                with self.engine._indexing.held(path, target):  # see path_removed
+                    outcomes.append(self.engine.indexer.rename(path, target))
                 moved.add(target)
         else:
             # A name that is not UTF-8 is indexed as shown() and holds no chunks (it is skipped):

@@ -90,6 +90,11 @@ class Engine:
         self._history: History | None = None
         self._history_lock = threading.Lock()
         self._indexing = PathLocks()  # a close() and the completion worker never index one file at once
+        # Whether this process makes the exact chunks of files indexed provisionally (a mount's
+        # completion worker): only then may its searches make a few themselves.  Its path locks
+        # keep a completion from storing an older version than a close stored meanwhile; another
+        # process's would not (set by Memory.complete_here).
+        self.completes_here = False
         self.sync_validated = 0  # sync messages validated by this process (the mount shows it)
         self.paths: StatePaths = locate(cfg)
         # Every process using this index holds a shared lock on it; replacing the file (a

@@ -110,7 +110,7 @@ class Searcher:
                 "(a mount or `memfs watch` keeps it current)"
             )
         wait_ms = self.engine.cfg.search.pending_wait_ms if wait_ms is None else wait_ms
-        waited_ms = self._chunk_few(wait_ms)
+        waited_ms = self._chunk_few(wait_ms, include_private=not self.engine.privacy(mode).shared)
         waited_ms += self._wait_for_vectors(wait_ms - int(waited_ms))
         provider = self.engine.provider
         embedding = (self.engine._query_pool.submit(self._embed_query, query[:QUERY_EMBED_CHARS])
@@ -205,14 +205,18 @@ class Searcher:
             self._coming[include_private] = known
         return known[1]
 
-    def _chunk_few(self, wait_ms: int) -> float:
+    def _chunk_few(self, wait_ms: int, include_private: bool) -> float:
         """Exact chunks for the files still indexed by keyword only, when they are few and small
         (FEW_TO_CHUNK, FEW_BYTES_TO_CHUNK), so their passages can get vectors before this search
-        reads; nothing when ``wait_ms`` is 0.  Never raises: the completion worker (or the next
-        start) does what this could not.  Returns the milliseconds spent."""
-        if wait_ms <= 0 or not self.engine.indexer.embeds:
+        reads (and their unchanged passages their vectors back from the index), within
+        ``wait_ms``: nothing when it is 0, and none started once it is spent.  Only in the
+        process completing them (a mount: Engine.completes_here); a shared reader's search
+        chunks public files only (its wait must not tell of private writes).  Never raises: the
+        completion worker (or the next start) does what this could not.  Returns the
+        milliseconds spent."""
+        if wait_ms <= 0 or not self.engine.completes_here or not self.engine.indexer.embeds:
             return 0.0
-        owed = self.engine.store.provisional_paths()
+        owed = self.engine.store.provisional_paths(include_private=include_private)
         if not owed or len(owed) > FEW_TO_CHUNK:
             return 0.0
         records = [self.engine.store.file(rel) for rel in owed]
@@ -221,6 +225,8 @@ class Searcher:
             return 0.0
         began = time.monotonic()
         for rel in owed:
+            if time.monotonic() - began >= min(wait_ms, READ_WAIT_MS) / 1000:
+                break
             try:
                 self.engine.complete(rel)
             except Exception as exc:  # a locked index, a file gone meanwhile: the search goes on

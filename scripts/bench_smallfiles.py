@@ -173,11 +173,22 @@ class Mount:
     def pending(self) -> int:
         return int(self.status().get("pending", "0").split()[0])
 
-    def settled(self, timeout: float = 600) -> float:
-        """Seconds until no file is left with keyword rows only (a burst's files chunked exactly)."""
+    def settled(self, timeout: float = 1800) -> float:
+        """Seconds until no file is left with keyword rows only (a burst's files chunked exactly),
+        asked of the index through a connection of this script's own (``.memfs/status`` counts
+        the whole index: asked every 50 ms, it took the daemon's time)."""
+        sys.path.insert(0, str(SCRIPTS.parent))
+        from memfs.config import load_config
+        from memfs.memory import Memory
+
         began = time.perf_counter()
-        while "chunking" in self.status() and time.perf_counter() - began < timeout:
-            time.sleep(0.05)
+        memory = Memory(load_config(workspace=self.ws, agent="main", env={},
+                                    overrides=[("state_dir", self.env["MEMFS_STATE_DIR"])]))
+        try:
+            while memory.provisional_paths() and time.perf_counter() - began < timeout:
+                time.sleep(0.05)
+        finally:
+            memory.close()
         return time.perf_counter() - began
 
     def warm(self, timeout: float = 300) -> None:

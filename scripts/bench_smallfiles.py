@@ -15,7 +15,8 @@ time goes.
   is embedded (the model is loaded, as in a mount that has been up a while), then times
   ``cp -r notes/. MNT/memory/`` and, after it, how long until every file is chunked exactly
   ("chunked s": a burst's files get their keyword rows at close, the rest once the closes pause,
-  see memfs.bursts); the plain copy is ``cp -r`` of the same folder to a native
+  see memfs.bursts; with ``--until-embedded``, also until every passage has its vector); the plain
+  copy is ``cp -r`` of the same folder to a native
   folder beside it, in the same run.  Also the daemon's CPU seconds during the copy.
   ``--variant`` adds mounts with other settings (``embedding.provider=none``,
   ``history.enabled=false``, ``mount.watch=false``...): what each part costs, by taking it away.
@@ -187,9 +188,14 @@ class Mount:
         try:
             while memory.provisional_paths() and time.perf_counter() - began < timeout:
                 time.sleep(0.05)
+            chunked = time.perf_counter() - began
+            if EMBEDDED:  # --until-embedded: and until every passage has its vector
+                while (memory.provisional_paths() or memory.has_pending) and time.perf_counter() - began < timeout:
+                    time.sleep(0.5)
+                self.embedded_s = time.perf_counter() - began
         finally:
             memory.close()
-        return time.perf_counter() - began
+        return chunked
 
     def warm(self, timeout: float = 300) -> None:
         """One note written and embedded: the model is loaded before anything is timed."""
@@ -227,8 +233,8 @@ def copies(root: Path, env: dict[str, str], notes: Path, files: int, runs: int,
            variants: dict[str, list[str]]) -> list[dict]:
     """Round after round, every variant once per round (a machine whose load drifts then weighs
     on all of them alike)."""
-    times: dict[str, dict[str, list[float]]] = {name: {"mount": [], "plain": [], "cpu": [], "settled": []}
-                                                for name in variants}
+    times: dict[str, dict[str, list[float]]] = {name: {"mount": [], "plain": [], "cpu": [], "settled": [],
+                                                       "embedded": []} for name in variants}
     for run in range(runs):
         for name, settings in variants.items():
             mount = Mount(root, str(next(_NAMES)), env, settings)
@@ -240,12 +246,16 @@ def copies(root: Path, env: dict[str, str], notes: Path, files: int, runs: int,
                 times[name]["mount"].append(cp_r(notes, mount.mnt / "memory"))
                 times[name]["cpu"].append(mount.cpu() - before)
                 times[name]["settled"].append(mount.settled())
+                if EMBEDDED:
+                    times[name]["embedded"].append(mount.embedded_s)
                 shutil.rmtree(native)
             finally:
                 mount.close()
             print(f"  round {run + 1}, {name}: {times[name]['mount'][-1]:.2f} s through the mount, "
                   f"{times[name]['plain'][-1]:.3f} s plain, every file chunked exactly "
-                  f"{times[name]['settled'][-1]:.2f} s after; load average {os.getloadavg()[0]:.2f}", flush=True)
+                  f"{times[name]['settled'][-1]:.2f} s after"
+                  + (f", every passage embedded {times[name]['embedded'][-1]:.1f} s after" if EMBEDDED else "")
+                  + f"; load average {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
     for name, t in times.items():
         m, p, c, settled = (statistics.median(t[k]) for k in ("mount", "plain", "cpu", "settled"))
@@ -327,6 +337,7 @@ def profiled(root: Path, env: dict[str, str], notes: Path, files: int, py_spy: s
 
 
 SPY_IDLE = False  # --spy-idle
+EMBEDDED = False  # --until-embedded
 
 
 def summarise_spy(path: Path, top: int = 30) -> dict[str, object]:
@@ -540,11 +551,13 @@ def main() -> int:
     parser.add_argument("--spy-idle", action="store_true", help="py-spy samples waiting threads too")
     parser.add_argument("--profile-set", action="append", default=[], metavar="KEY=VALUE",
                         help="settings of the profiled mount")
+    parser.add_argument("--until-embedded", action="store_true",
+                        help="after each copy, also time until every passage has its vector (minutes)")
     parser.add_argument("--dev", type=Path, default=DEV)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    global SPY_IDLE
-    SPY_IDLE = args.spy_idle
+    global SPY_IDLE, EMBEDDED
+    SPY_IDLE, EMBEDDED = args.spy_idle, args.until_embedded
 
     root = Path(tempfile.mkdtemp(prefix="memfs-small-"))
     runtime = root / "run"

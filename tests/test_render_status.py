@@ -35,3 +35,19 @@ def test_the_share_counts_the_passages_of_big_writes_still_being_chunked_as_wait
     assert "300 passage(s) waiting" in idle and "the 1 file being chunked" in idle and "46% of 560" in idle, idle
     keyword_only = pending_line({**INFO, "pending": 0, "provider": "none", "provisional": ["a.jsonl"]})
     assert keyword_only == "pending:    0 passage(s) waiting for an embedding"  # nothing will be embedded
+
+
+def test_files_being_chunked_are_not_told_as_nobody_embedding() -> None:
+    # Right after a notes folder was copied into a mount, its files are still being chunked and
+    # no rate was measured for a while (nothing was embedded during the burst): a newcomer was
+    # told "nothing is embedding now" while the mount was about to embed them.
+    quiet = {**INFO, "embedding_now": False, "seconds_left": 70.0}
+    assert "nothing is embedding now (at the last rate, 20.0/s" in pending_line(quiet)
+    chunking = {**quiet, "pending_estimated": 1200, "provisional": ["memory/2025-01-02.md"]}
+    line = pending_line(chunking)
+    assert "files are being chunked first (then embedded, at 20.0/s" in line and "nothing is embedding" not in line
+    from memfs.index.embedding.backlog import Backlog
+
+    stale = Backlog(1340, 20.0, time.time() - 3600)
+    assert "no memfs process is embedding them now" in stale.line()
+    assert stale.line(chunking=True).endswith("files are being chunked first (then embedded, at 20.0/s: about 2 min)")

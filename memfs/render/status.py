@@ -54,7 +54,9 @@ def _pending(info: dict[str, Any], bar: bool) -> str:
     rate, left = float(info.get("embed_rate") or 0), info.get("seconds_left")
     if rate and left is not None:
         speed = f"{rate:.1f}/s, {duration(float(left))} left"
-        if not info.get("embedding_now"):
+        if not info.get("embedding_now") and owed:  # their chunks come first: see Backlog.line
+            speed = f"files are being chunked first (then embedded, at {rate:.1f}/s: {duration(float(left))})"
+        elif not info.get("embedding_now"):
             speed = f"nothing is embedding now (at the last rate, {rate:.1f}/s: {duration(float(left))})"
     else:
         speed = "no embedding rate measured yet"

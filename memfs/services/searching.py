@@ -150,7 +150,7 @@ class Searcher:
         chunking = self.engine.store.provisional_paths(include_private=not privacy.shared)
         coming = self._still_to_come(not privacy.shared) if chunking else 0
         pending += coming
-        note = self.engine.backlog(pending, include_private=not privacy.shared).line()
+        note = self.engine.backlog(pending, include_private=not privacy.shared).line(chunking=bool(chunking))
         if chunking:
             shown = ", ".join(chunking[:3]) + (f" and {len(chunking) - 3} more" if len(chunking) > 3 else "")
             shown += f"; about {coming} of the passages waiting are to come from {'it' if len(chunking) == 1 else 'them'}" \

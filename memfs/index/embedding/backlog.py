@@ -79,8 +79,11 @@ class Backlog:
     def seconds_left(self) -> float | None:
         return self.pending / self.rate if self.pending and self.rate > 0 else None
 
-    def line(self) -> str:
-        """One line for a reader: how many passages wait, and when they should be done."""
+    def line(self, chunking: bool = False) -> str:
+        """One line for a reader: how many passages wait, and when they should be done.
+        ``chunking``: files are still being chunked (a burst's, a big write's), which comes
+        before their passages are embedded: no rate measured a moment ago is no sign then that
+        nobody works on them."""
         if not self.pending:
             return ""
         what = (f"{self.pending} passage{'s' if self.pending != 1 else ''} still wait{'s' if self.pending == 1 else ''}"
@@ -89,6 +92,8 @@ class Backlog:
         if self.active and left is not None:
             done_at = time.strftime("%H:%M", time.localtime(time.time() + left))
             return f"{what}; at {self.rate:.1f}/s they should be done in {duration(left)} (around {done_at})"
+        if left is not None and chunking:
+            return f"{what}; files are being chunked first (then embedded, at {self.rate:.1f}/s: {duration(left)})"
         if left is not None:
             return (f"{what}; no memfs process is embedding them now (a mount, `memfs serve` or `memfs index` "
                     f"does, at {self.rate:.1f}/s: {duration(left)})")

@@ -158,8 +158,9 @@ class MemoryWrites:
             await self.on_config_change()
         if not self.is_memory(rel):
             return
-        outcome = await trio.to_thread.run_sync(self.memory.file_changed, rel, who, self.lowest.pop(rel, None),
-                                                True, self.bursts.continues())
+        change = functools.partial(self.memory.file_changed, rel, who, appended_from=self.lowest.pop(rel, None),
+                                   defer=True, burst=self.bursts.continues())
+        outcome = await trio.to_thread.run_sync(change)
         if outcome.provisional:
             self.completer.add(rel)
         self.embedder.closed(bool(outcome.pending))
@@ -255,7 +256,8 @@ class Completer:
                     await trio.sleep(RETRY_S)
                 else:
                     self.failures.pop(rel, None)
-                    log.warning("indexing %s exactly postponed: %s; the next start's reconcile does it", rel, exc)
+                    log.warning("indexing %s exactly postponed: %s; the next start's reconcile does it",
+                                rel, exc)
                 continue
             finally:
                 self.working = False

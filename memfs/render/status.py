@@ -38,8 +38,8 @@ BAR_WIDTH = 30
 
 def _pending(info: dict[str, Any], bar: bool) -> str:
     """The embedding backlog: how many wait, how far it has got, the rate and the time left.
-    The passages files still being chunked (big writes, a burst's files) will make are counted as waiting (estimated,
-    ``pending_estimated``): left out, the share would fall back when they arrive (65% then 2%
+    The passages files still being chunked (big writes, a burst's files) will make are counted
+    as waiting (estimated, ``pending_estimated``): left out, the share would fall back when they arrive (65% then 2%
     during an import); counted, what is embedded and what waits still make the total."""
     coming = int(info.get("pending_estimated") or 0)
     waiting = int(info["pending"]) + coming

@@ -221,7 +221,9 @@ class Searcher:
             return 0.0
         records = [self.engine.store.file(rel) for rel in owed]
         big = threshold(self.engine.cfg.index.defer_mb)  # a big write is the completion worker's
-        if any(r is None or r.size >= big for r in records) or sum(r.size for r in records if r) > FEW_BYTES_TO_CHUNK:
+        if any(r is None or r.size >= big for r in records):
+            return 0.0
+        if sum(r.size for r in records if r) > FEW_BYTES_TO_CHUNK:
             return 0.0
         began = time.monotonic()
         for rel in owed:

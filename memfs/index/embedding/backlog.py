@@ -93,7 +93,8 @@ class Backlog:
             done_at = time.strftime("%H:%M", time.localtime(time.time() + left))
             return f"{what}; at {self.rate:.1f}/s they should be done in {duration(left)} (around {done_at})"
         if left is not None and chunking:
-            return f"{what}; files are being chunked first (then embedded, at {self.rate:.1f}/s: {duration(left)})"
+            return (f"{what}; files are being chunked first (then embedded, at {self.rate:.1f}/s: "
+                    f"{duration(left)})")
         if left is not None:
             return (f"{what}; no memfs process is embedding them now (a mount, `memfs serve` or `memfs index` "
                     f"does, at {self.rate:.1f}/s: {duration(left)})")
